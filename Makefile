@@ -1,0 +1,32 @@
+# Thin driver around CMake and go. `make build` leaves build/libcollmux.so.
+BUILD ?= build
+MPIRUN ?= mpirun.openmpi
+
+.PHONY: build test demo generate check bench install clean
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD)
+
+generate:
+	go generate ./capi
+
+# static checks, unit tests, then the real-MPI suite against build/
+check:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	go vet ./...
+
+test: build check
+	go test -count=1 -timeout 60m ./...
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./bench/host_latency.sh
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,166 @@
+/*
+ * cmx.h: the C core of the interposer, shared by the generated wrappers
+ * (zwrappers.c), initialisation (init.c), the dispatcher (dispatch.c) and the
+ * backends. Everything here is hidden from the library's dynamic symbol
+ * table except what CMX_EXPORT marks.
+ *
+ * Handles. One binary serves every MPI ABI, so handles cross the C boundary
+ * as uintptr_t. On x86-64 (SysV) a 32-bit MPICH handle arrives in a 64-bit
+ * register or stack slot whose upper half is unspecified: it is forwarded
+ * untouched (the callee reads the low 32 bits) and truncated with
+ * cmx_norm() before it is decoded or compared.
+ */
+#ifndef CMX_H
+#define CMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zcoll.h"
+
+#define CMX_EXPORT __attribute__((visibility("default")))
+#define CMX_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef uintptr_t cmx_h;
+typedef int64_t cmx_count;
+typedef intptr_t cmx_aint;
+
+/* Where a call's buffers live. */
+enum { CMX_MEM_HOST, CMX_MEM_DEVICE, CMX_MEM_MANAGED, CMX_MEM_MIXED, CMX_NMEM };
+
+/* The paths a collective can take. Values are shared with package dispatch. */
+enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND };
+
+/* One intercepted call, whatever its shape (filled by zwrappers.c). */
+typedef struct cmx_args {
+	int fn, coll, large;
+	const void *sbuf;
+	void *rbuf;
+	cmx_count scount, rcount;
+	const void *scounts, *sdispls, *rcounts, *rdispls; /* int* or MPI_Count* / MPI_Aint* when large */
+	cmx_h stype, rtype, op, comm;
+	int root;
+	/* filled by the dispatcher */
+	int mem;        /* CMX_MEM_* */
+	uint64_t bytes; /* message size as nccl-tests counts it */
+} cmx_args;
+
+/* ---- the real MPI ---- */
+
+/* Predefined datatype or op, as generated from package mpi. For ops, kind
+ * holds the CMX_OP_* value. */
+typedef struct {
+	const char *name, *ompi;
+	uint32_t mpich, std;
+	uint8_t kind, size;
+} cmx_predef;
+extern const cmx_predef cmx_predef_dtypes[], cmx_predef_ops[];
+extern const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND];
+
+typedef struct {
+	int64_t in_place;
+	uint32_t comm_world, comm_self, comm_null, dtype_null, op_null;
+	int32_t root, proc_null, err_other;
+} cmx_abi_consts;
+extern const cmx_abi_consts cmx_consts_mpich, cmx_consts_mpi_abi, cmx_consts_openmpi;
+
+/* The ABI in force, resolved once. abi uses package mpi's numbering. */
+typedef struct {
+	int abi; /* 1 standard, 2 openmpi, 3 mpich */
+	int int_handles;
+	const void *in_place;
+	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
+	cmx_h uint64, op_sum; /* for collmux's own reductions */
+	int root, proc_null, err_other;
+	const char *lib; /* path of the MPI library */
+} cmx_abi_t;
+extern cmx_abi_t cmx_abi;
+
+static inline cmx_h cmx_norm(cmx_h h) { return cmx_abi.int_handles ? (cmx_h)(uint32_t)h : h; }
+
+/* Real PMPI entry points of the intercepted functions (NULL if absent). */
+extern void *cmx_pmpi[CMX_NFN];
+extern const char *const cmx_fn_names[CMX_NFN];
+
+/* Other PMPI functions the core uses. */
+typedef int (*cmx_copy_fn)(cmx_h, int, void *, void *, void *, int *);
+typedef int (*cmx_del_fn)(cmx_h, int, void *, void *);
+typedef struct {
+	int (*Init)(int *, char ***);
+	int (*Init_thread)(int *, char ***, int, int *);
+	int (*Initialized)(int *);
+	int (*Finalized)(int *);
+	int (*Comm_size)(cmx_h, int *);
+	int (*Comm_rank)(cmx_h, int *);
+	int (*Comm_test_inter)(cmx_h, int *);
+	int (*Comm_remote_size)(cmx_h, int *);
+	int (*Comm_create_keyval)(cmx_copy_fn, cmx_del_fn, int *, void *);
+	int (*Comm_set_attr)(cmx_h, int, void *);
+	int (*Comm_get_attr)(cmx_h, int, void *, int *);
+	int (*Type_size)(cmx_h, int *);
+	int (*Reduce)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h);
+	int (*Abort)(cmx_h, int);
+	int (*Comm_call_errhandler)(cmx_h, int);
+} cmx_pmpi_extra_t;
+extern cmx_pmpi_extra_t cmx_px;
+
+/* Decodes a predefined datatype: returns 1 and fills kind/size, or 0. */
+int cmx_dtype_info(cmx_h dtype, int *kind, int *size);
+/* Decodes a predefined op into CMX_OP_*; CMX_OP_USER when not predefined. */
+int cmx_op_info(cmx_h op);
+
+/* ---- configuration, set once by Go at initialisation ---- */
+typedef struct {
+	int disable; /* COLLMUX_DISABLE: pure forwarder */
+	int stats;   /* COLLMUX_STATS set */
+	int log;     /* COLLMUX_LOG level */
+} cmx_config;
+extern cmx_config cmx_cfg;
+
+/* ---- state and the hot path ---- */
+typedef struct {
+	volatile int ready;   /* initialisation done (release/acquire) */
+	int forward_only;     /* no call can leave MPI: wrappers forward at once */
+	volatile int mpi_set; /* keyvals and finalize hook in place */
+	volatile int finalized;
+	int comm_keyval, self_keyval;
+} cmx_state_t;
+extern cmx_state_t cmx_state;
+
+void cmx_init(void);
+void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cmx_passthrough is the whole cost of collmux on a call that stays on MPI:
+ * one load and a branch once initialised. */
+static inline int cmx_passthrough(int fn)
+{
+	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
+		cmx_init();
+	return cmx_state.forward_only && cmx_pmpi[fn] != NULL;
+}
+
+int cmx_dispatch(cmx_args *a);
+int cmx_forward(const cmx_args *a);
+int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
+int cmx_mpi_setup(void);               /* keyvals and finalize hook; 0 when MPI is not usable */
+int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handler, return it */
+
+/* ---- per-communicator state, cached as an MPI attribute ---- */
+typedef struct cmx_comm {
+	cmx_h handle;
+	int size, rank, inter;
+} cmx_comm;
+cmx_comm *cmx_comm_get(cmx_h comm);
+extern int cmx_live_comms;
+
+/* ---- statistics ---- */
+#define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */
+typedef struct {
+	uint64_t calls, bytes, ns;
+} cmx_stat;
+extern cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+uint64_t cmx_now_ns(void);
+
+#endif

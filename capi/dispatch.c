@@ -1,0 +1,190 @@
+/*
+ * dispatch.c: the path of a call that does not pass straight through.
+ * It decodes the call (communicator state, message size, memory kind),
+ * picks a backend, runs it, and records statistics.
+ */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cmx.h"
+
+cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+int cmx_live_comms;
+
+/* Re-entry guard: an MPI library may implement a collective with other
+ * MPI_* calls; those must go straight to MPI. */
+static __thread int depth;
+
+cmx_comm *cmx_comm_get(cmx_h comm)
+{
+	if (comm == cmx_abi.comm_null)
+		return NULL;
+	cmx_comm *c = NULL;
+	int flag = 0;
+	if (cmx_px.Comm_get_attr(comm, cmx_state.comm_keyval, &c, &flag) != 0)
+		return NULL;
+	if (flag)
+		return c;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->handle = comm;
+	cmx_px.Comm_size(comm, &c->size);
+	cmx_px.Comm_rank(comm, &c->rank);
+	cmx_px.Comm_test_inter(comm, &c->inter);
+	if (cmx_px.Comm_set_attr(comm, cmx_state.comm_keyval, c) != 0) {
+		free(c);
+		return NULL;
+	}
+	__atomic_fetch_add(&cmx_live_comms, 1, __ATOMIC_RELAXED);
+	return c;
+}
+
+static int64_t count_at(const void *arr, int i, int large)
+{
+	return large ? ((const cmx_count *)arr)[i] : ((const int *)arr)[i];
+}
+
+static int64_t count_sum(const void *arr, int n, int large)
+{
+	int64_t s = 0;
+	for (int i = 0; arr && i < n; i++)
+		s += count_at(arr, i, large);
+	return s;
+}
+
+/* Size of one element of dtype; predefined types need no MPI call. Derived
+ * types are asked of MPI only when ask is set (after MPI accepted the call),
+ * so that an invalid handle is reported by MPI's own checks, on the call. */
+static int64_t type_size(cmx_h dtype, int ask)
+{
+	int kind, size;
+	if (cmx_dtype_info(dtype, &kind, &size))
+		return size;
+	if (ask && cmx_px.Type_size(dtype, &size) == 0)
+		return size;
+	return -1;
+}
+
+/* Message size of a call as nccl-tests counts it: the full buffer of
+ * allgather/alltoall/reduce_scatter and of the root of gather/scatter.
+ * Returns -1 when a derived datatype's size is not known yet. */
+static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
+{
+	if (a->coll == CMX_COLL_BARRIER)
+		return 0;
+	int n = c ? c->size : 1;
+	int64_t rs = type_size(a->rtype, ask);
+	int root = c && a->root == c->rank;
+	if (rs < 0)
+		return -1;
+	switch (a->coll) {
+	case CMX_COLL_ALLGATHER:
+	case CMX_COLL_ALLTOALL:
+	case CMX_COLL_REDUCE_SCATTER_BLOCK:
+		return a->rcount * rs * n;
+	case CMX_COLL_ALLGATHERV:
+	case CMX_COLL_REDUCE_SCATTER:
+		return count_sum(a->rcounts, n, a->large) * rs;
+	case CMX_COLL_GATHER:
+	case CMX_COLL_SCATTER: {
+		int sending = (a->coll == CMX_COLL_GATHER) != root;
+		int64_t ss = sending ? type_size(a->stype, ask) : rs;
+		return ss < 0 ? -1 : (sending ? a->scount : a->rcount) * ss * n;
+	}
+	case CMX_COLL_GATHERV:
+		return root ? count_sum(a->rcounts, n, a->large) * rs : a->scount * type_size(a->stype, ask);
+	case CMX_COLL_SCATTERV:
+		return root ? count_sum(a->scounts, n, a->large) * type_size(a->stype, ask) : a->rcount * rs;
+	case CMX_COLL_ALLTOALLV:
+		return count_sum(a->rcounts, n, a->large) * rs;
+	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
+		return a->rcount * rs;
+	}
+}
+
+static int bucket_of(uint64_t bytes)
+{
+	int b = bytes ? 64 - __builtin_clzll(bytes) : 0;
+	return b < CMX_NBUCKET ? b : CMX_NBUCKET - 1;
+}
+
+static void record(const cmx_args *a, const cmx_comm *c, int backend, uint64_t ns)
+{
+	int64_t bytes = call_bytes(a, c, 1);
+	cmx_stat *s = &cmx_stats[a->coll][backend][bucket_of(bytes < 0 ? 0 : (uint64_t)bytes)];
+	__atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->bytes, bytes < 0 ? 0 : (uint64_t)bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ns, ns, __ATOMIC_RELAXED);
+}
+
+int cmx_dispatch(cmx_args *a)
+{
+	if (cmx_cfg.disable || depth || !cmx_mpi_setup())
+		return cmx_forward(a);
+	depth++;
+	a->stype = cmx_norm(a->stype);
+	a->rtype = cmx_norm(a->rtype);
+	a->op = cmx_norm(a->op);
+	a->comm = cmx_norm(a->comm);
+	cmx_comm *c = cmx_comm_get(a->comm);
+	int backend = CMX_BACKEND_MPI;
+	uint64_t t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
+	int rc = cmx_forward(a);
+	if (cmx_cfg.stats && rc == 0)
+		record(a, c, backend, cmx_now_ns() - t0);
+	depth--;
+	return rc;
+}
+
+/* ---- forwarding to MPI ---- */
+
+#define CMX_ERR_COUNT 2 /* MPI_ERR_COUNT in every ABI */
+
+/* narrow copies a large-count array into an int array of n entries. */
+static int *narrow(const void *arr, int n, int *ok)
+{
+	if (!arr)
+		return NULL;
+	int *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+	if (!out) {
+		*ok = 0;
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		int64_t v = ((const cmx_count *)arr)[i];
+		if (v > INT_MAX || v < INT_MIN)
+			*ok = 0;
+		out[i] = (int)v;
+	}
+	return out;
+}
+
+/* A program built against an MPI-4 header may call MPI_X_c on a library
+ * without it (collmux exports every _c name). Counts that fit in an int go
+ * to MPI_X; others fail with MPI_ERR_COUNT, as an MPI without large-count
+ * support could only fail. */
+static int forward_narrowed(const cmx_args *a)
+{
+	cmx_args b = *a;
+	b.fn = a->fn - 1;
+	b.large = 0;
+	int n = 0, inter = 0, ok = a->scount <= INT_MAX && a->rcount <= INT_MAX;
+	if (a->scounts || a->rcounts) {
+		cmx_px.Comm_test_inter(a->comm, &inter);
+		(inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
+	}
+	int *sc = narrow(a->scounts, n, &ok), *sd = narrow(a->sdispls, n, &ok);
+	int *rc = narrow(a->rcounts, n, &ok), *rd = narrow(a->rdispls, n, &ok);
+	b.scounts = sc, b.sdispls = sd, b.rcounts = rc, b.rdispls = rd;
+	int ret = ok ? cmx_forward_fn(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
+	free(sc), free(sd), free(rc), free(rd);
+	return ret;
+}
+
+int cmx_forward(const cmx_args *a)
+{
+	if (CMX_LIKELY(cmx_pmpi[a->fn] != NULL))
+		return cmx_forward_fn(a);
+	return forward_narrowed(a);
+}

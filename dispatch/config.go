@@ -1,0 +1,78 @@
+package dispatch
+
+import (
+	"fmt"
+	"strings"
+)
+
+// LogLevel is how much collmux writes to stderr (COLLMUX_LOG).
+type LogLevel int
+
+const (
+	LogWarn LogLevel = iota
+	LogInfo
+	LogDecisions
+	LogDebug
+)
+
+// StatsMode says whether and how statistics are reported at finalize.
+type StatsMode int
+
+const (
+	StatsOff StatsMode = iota
+	StatsText
+	StatsJSON
+)
+
+// Config is collmux's configuration, read once per process from the
+// environment. Every field has a COLLMUX_* variable; README lists them.
+type Config struct {
+	Stats     StatsMode
+	StatsPath string // "" means stderr (text only)
+	Log       LogLevel
+}
+
+// LoadConfig reads the configuration through getenv (os.Getenv in the
+// library, a map in tests). A malformed value is an error naming the
+// variable, never silently ignored.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	switch v := strings.TrimSpace(getenv("COLLMUX_STATS")); {
+	case v == "" || isFalse(v):
+	case isTrue(v) || v == "stderr":
+		c.Stats = StatsText
+	case strings.HasSuffix(v, ".json"):
+		c.Stats, c.StatsPath = StatsJSON, v
+	default:
+		c.Stats, c.StatsPath = StatsText, v
+	}
+	switch v := strings.TrimSpace(getenv("COLLMUX_LOG")); v {
+	case "", "warn":
+		c.Log = LogWarn
+	case "info":
+		c.Log = LogInfo
+	case "decisions":
+		c.Log = LogDecisions
+	case "debug":
+		c.Log = LogDebug
+	default:
+		return c, fmt.Errorf("COLLMUX_LOG=%q: want warn, info, decisions or debug", v)
+	}
+	return c, nil
+}
+
+func isTrue(v string) bool {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+func isFalse(v string) bool {
+	switch strings.ToLower(v) {
+	case "0", "false", "no", "off":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,3 @@
+module collmux
+
+go 1.26.8

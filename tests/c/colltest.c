@@ -1,0 +1,526 @@
+/*
+ * colltest: every intercepted collective, checked against a reference that
+ * each rank computes on its own (inputs are a known function of rank and
+ * index), and summarised as one digest line per case so that a run with
+ * collmux and one without can be compared byte for byte.
+ *
+ * Build with any mpicc; run under mpirun with 1-4 ranks. Exit status is
+ * non-zero when any check fails on any rank.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+
+/* ---- element types ---- */
+enum { I8, U8, I16, U16, I32, U32, I64, U64, F32, F64, BOOL, NKIND };
+static const char *kname[NKIND] = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float", "double", "bool"};
+static MPI_Datatype ktype(int k)
+{
+	MPI_Datatype t[NKIND] = {MPI_INT8_T, MPI_UINT8_T, MPI_INT16_T, MPI_UINT16_T, MPI_INT, MPI_UNSIGNED, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_C_BOOL};
+	return t[k];
+}
+static size_t ksize(int k)
+{
+	size_t s[NKIND] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1};
+	return s[k];
+}
+static int ksigned(int k) { return k == I8 || k == I16 || k == I32 || k == I64 || k == F32 || k == F64; }
+
+static void set(int k, void *b, long i, long v)
+{
+	switch (k) {
+	case I8: ((int8_t *)b)[i] = (int8_t)v; break;
+	case U8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+	case I16: ((int16_t *)b)[i] = (int16_t)v; break;
+	case U16: ((uint16_t *)b)[i] = (uint16_t)v; break;
+	case I32: ((int32_t *)b)[i] = (int32_t)v; break;
+	case U32: ((uint32_t *)b)[i] = (uint32_t)v; break;
+	case I64: ((int64_t *)b)[i] = v; break;
+	case U64: ((uint64_t *)b)[i] = (uint64_t)v; break;
+	case F32: ((float *)b)[i] = (float)v; break;
+	case F64: ((double *)b)[i] = (double)v; break;
+	case BOOL: ((_Bool *)b)[i] = v != 0; break;
+	}
+}
+static long get(int k, const void *b, long i)
+{
+	switch (k) {
+	case I8: return ((const int8_t *)b)[i];
+	case U8: return ((const uint8_t *)b)[i];
+	case I16: return ((const int16_t *)b)[i];
+	case U16: return ((const uint16_t *)b)[i];
+	case I32: return ((const int32_t *)b)[i];
+	case U32: return ((const uint32_t *)b)[i];
+	case I64: return ((const int64_t *)b)[i];
+	case U64: return (long)((const uint64_t *)b)[i];
+	case F32: return (long)((const float *)b)[i];
+	case F64: return (long)((const double *)b)[i];
+	case BOOL: return ((const _Bool *)b)[i];
+	}
+	return 0;
+}
+
+/* ---- ops ---- */
+enum { SUM, PROD, MIN, MAX, LAND, LOR, LXOR, BAND, BOR, BXOR, NOP };
+static const char *oname[NOP] = {"sum", "prod", "min", "max", "land", "lor", "lxor", "band", "bor", "bxor"};
+static MPI_Op otype(int o)
+{
+	MPI_Op t[NOP] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+	return t[o];
+}
+/* MPI-4.1 §6.9.2: which ops apply to which types */
+static int valid(int o, int k)
+{
+	int fl = k == F32 || k == F64, b = k == BOOL;
+	if (o <= MAX)
+		return !b;
+	if (o <= LXOR)
+		return !fl;
+	return !fl && !b;
+}
+/* input of rank r at index i: small enough that no op overflows any type */
+static long input(int o, int k, int r, long i)
+{
+	if (k == BOOL || (o >= LAND && o <= LXOR))
+		return ((r + i) % 3 == 0) ? 0 : (k == BOOL ? 1 : 2);
+	if (o == PROD)
+		return 1 + (r + i) % 2;
+	if (o >= BAND)
+		return (r * 5 + i) & 0x3f;
+	long v = (r * 7 + i * 3) % 13;
+	return ksigned(k) ? v - 6 : v;
+}
+static long apply(int o, long a, long b)
+{
+	switch (o) {
+	case SUM: return a + b;
+	case PROD: return a * b;
+	case MIN: return a < b ? a : b;
+	case MAX: return a > b ? a : b;
+	case LAND: return a && b;
+	case LOR: return a || b;
+	case LXOR: return !a != !b;
+	case BAND: return a & b;
+	case BOR: return a | b;
+	case BXOR: return a ^ b;
+	}
+	return 0;
+}
+/* reduction over ranks lo..hi-1 of the inputs at index i */
+static long reduce_ref(int o, int k, int lo, int hi, long i)
+{
+	long acc = input(o, k, lo, i);
+	for (int r = lo + 1; r < hi; r++)
+		acc = apply(o, acc, input(o, k, r, i));
+	return acc;
+}
+
+/* ---- reporting ---- */
+static uint64_t digest(const void *b, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)b)[i]) * 1099511628211ull;
+	return h;
+}
+/* Every rank's digest goes, in world rank order, through world rank 0 (with
+ * PMPI, so reporting never counts as a tested call): the output of a run is
+ * deterministic. Every test communicator spans all ranks. */
+static void report(const char *name, const void *b, size_t n, MPI_Comm comm)
+{
+	(void)comm;
+	uint64_t h = digest(b, n), *all = rank == 0 ? malloc(8 * (size_t)size) : NULL;
+	PMPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("%-44s", name);
+		for (int i = 0; i < size; i++)
+			printf(" %016llx", (unsigned long long)all[i]);
+		printf("\n");
+	}
+	free(all);
+}
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			if (failures++ < 20) {                               \
+				fprintf(stderr, "FAIL rank %d: ", rank);     \
+				fprintf(stderr, __VA_ARGS__);                \
+				fprintf(stderr, "\n");                       \
+			}                                                    \
+		}                                                            \
+	} while (0)
+
+/* ---- reductions: allreduce, reduce, scan, exscan, reduce_scatter(_block) ---- */
+static void test_reductions(MPI_Comm comm, const char *cname)
+{
+	int r, s;
+	MPI_Comm_rank(comm, &r);
+	MPI_Comm_size(comm, &s);
+	const long counts[] = {0, 1, 7, 1000};
+	char name[128];
+	for (int k = 0; k < NKIND; k++)
+		for (int o = 0; o < NOP; o++) {
+			if (!valid(o, k))
+				continue;
+			for (unsigned ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+				for (int inplace = 0; inplace < 2; inplace++) {
+					long n = counts[ci];
+					size_t es = ksize(k);
+					char *in = malloc(es * (size_t)(n * s + 1)), *out = malloc(es * (size_t)(n * s + 1));
+					/* allreduce */
+					for (long i = 0; i < n; i++)
+						set(k, inplace ? out : in, i, input(o, k, r, i));
+					MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					for (long i = 0; i < n; i++)
+						CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, i), "%s allreduce %s %s n=%ld ip=%d i=%ld got %ld want %ld", cname, kname[k], oname[o], n, inplace, i, get(k, out, i), reduce_ref(o, k, 0, s, i));
+					snprintf(name, sizeof name, "%s.allreduce.%s.%s.%ld%s", cname, kname[k], oname[o], n, inplace ? ".ip" : "");
+					report(name, out, es * (size_t)n, comm);
+					/* the other reductions on a representative subset */
+					if (ci != 2 || !(k == I32 || k == F64 || k == U8 || k == BOOL))
+						goto next;
+					/* reduce to the last rank */
+					int root = s - 1;
+					for (long i = 0; i < n; i++)
+						set(k, (inplace && r == root) ? out : in, i, input(o, k, r, i));
+					MPI_Reduce((inplace && r == root) ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), root, comm);
+					if (r == root)
+						for (long i = 0; i < n; i++)
+							CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, i), "%s reduce %s %s i=%ld", cname, kname[k], oname[o], i);
+					/* scan and exscan */
+					for (long i = 0; i < n; i++)
+						set(k, inplace ? out : in, i, input(o, k, r, i));
+					MPI_Scan(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					for (long i = 0; i < n; i++)
+						CHECK(get(k, out, i) == reduce_ref(o, k, 0, r + 1, i), "%s scan %s %s i=%ld", cname, kname[k], oname[o], i);
+					for (long i = 0; i < n; i++)
+						set(k, inplace ? out : in, i, input(o, k, r, i));
+					MPI_Exscan(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					if (r > 0)
+						for (long i = 0; i < n; i++)
+							CHECK(get(k, out, i) == reduce_ref(o, k, 0, r, i), "%s exscan %s %s i=%ld", cname, kname[k], oname[o], i);
+					/* reduce_scatter_block: n elements per rank */
+					for (long i = 0; i < n * s; i++)
+						set(k, inplace ? out : in, i, input(o, k, r, i));
+					MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					for (long i = 0; i < n; i++)
+						CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, r * n + i), "%s reduce_scatter_block %s %s i=%ld", cname, kname[k], oname[o], i);
+					snprintf(name, sizeof name, "%s.rsb.%s.%s%s", cname, kname[k], oname[o], inplace ? ".ip" : "");
+					report(name, out, es * (size_t)n, comm);
+					/* reduce_scatter with uneven counts: rank j gets j+1 elements */
+					{
+						int *rc = malloc(sizeof(int) * (size_t)s), tot = 0, off = 0;
+						for (int j = 0; j < s; j++) {
+							rc[j] = j + 1;
+							if (j < r)
+								off += rc[j];
+							tot += rc[j];
+						}
+						for (long i = 0; i < tot; i++)
+							set(k, inplace ? out : in, i, input(o, k, r, i));
+						MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : in, out, rc, ktype(k), otype(o), comm);
+						for (long i = 0; i < rc[r]; i++)
+							CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, off + i), "%s reduce_scatter %s %s i=%ld", cname, kname[k], oname[o], i);
+						free(rc);
+					}
+				next:
+					free(in);
+					free(out);
+				}
+		}
+}
+
+/* MAXLOC / MINLOC on MPI_DOUBLE_INT */
+static void test_loc(MPI_Comm comm)
+{
+	struct {
+		double v;
+		int i;
+	} in[5], out[5];
+	memset(in, 0, sizeof in); /* padding is part of the digest */
+	memset(out, 0, sizeof out);
+	for (int j = 0; j < 5; j++) {
+		in[j].v = (double)((rank * 3 + j) % 4); /* ties resolve to the lowest index */
+		in[j].i = rank;
+	}
+	MPI_Allreduce(in, out, 5, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
+	for (int j = 0; j < 5; j++) {
+		double best = -1;
+		int who = -1;
+		for (int r = 0; r < size; r++)
+			if ((double)((r * 3 + j) % 4) > best)
+				best = (double)((r * 3 + j) % 4), who = r;
+		CHECK(out[j].v == best && out[j].i == who, "maxloc j=%d got (%g,%d) want (%g,%d)", j, out[j].v, out[j].i, best, who);
+	}
+	report("world.allreduce.double_int.maxloc", out, sizeof out, comm);
+	MPI_Allreduce(in, out, 5, MPI_DOUBLE_INT, MPI_MINLOC, comm);
+	report("world.allreduce.double_int.minloc", out, sizeof out, comm);
+}
+
+/* A user-defined, non-commutative op: 2x2 integer matrix product mod 1009.
+ * MPI must apply it in rank order. */
+static void matmul(void *inv, void *inoutv, int *len, MPI_Datatype *dt)
+{
+	(void)dt;
+	long *a = inv, *b = inoutv;
+	for (int k = 0; k < *len; k++, a += 4, b += 4) {
+		long c[4] = {(a[0] * b[0] + a[1] * b[2]) % 1009, (a[0] * b[1] + a[1] * b[3]) % 1009,
+			     (a[2] * b[0] + a[3] * b[2]) % 1009, (a[2] * b[1] + a[3] * b[3]) % 1009};
+		memcpy(b, c, sizeof c);
+	}
+}
+static void mat_of(int r, long m[4]) { m[0] = r + 1, m[1] = 2, m[2] = r, m[3] = 1; }
+
+static void test_user_op(MPI_Comm comm)
+{
+	MPI_Datatype mat;
+	MPI_Op op;
+	MPI_Type_contiguous(4, MPI_LONG, &mat);
+	MPI_Type_commit(&mat);
+	MPI_Op_create(matmul, 0, &op);
+	long in[4], out[4], want[4], m[4];
+	mat_of(rank, in);
+	MPI_Allreduce(in, out, 1, mat, op, comm);
+	mat_of(0, want);
+	for (int r = 1; r < size; r++) {
+		int one = 1;
+		mat_of(r, m);
+		matmul(want, m, &one, NULL); /* m = want * m */
+		memcpy(want, m, sizeof m);
+	}
+	CHECK(memcmp(out, want, sizeof out) == 0, "user op allreduce got [%ld %ld %ld %ld] want [%ld %ld %ld %ld]", out[0], out[1], out[2], out[3], want[0], want[1], want[2], want[3]);
+	report("world.allreduce.user_noncommutative", out, sizeof out, comm);
+	MPI_Scan(in, out, 1, mat, op, comm);
+	report("world.scan.user_noncommutative", out, sizeof out, comm);
+	MPI_Reduce(in, out, 1, mat, op, 0, comm);
+	if (rank == 0)
+		CHECK(memcmp(out, want, sizeof out) == 0, "user op reduce");
+	MPI_Op_free(&op);
+	MPI_Type_free(&mat);
+}
+
+/* ---- data movement: bcast, (all)gather(v), scatter(v), alltoall(v) ---- */
+static int val(int r, int i) { return r * 1000 + i; }
+
+static void test_movement(MPI_Comm comm, const char *cname)
+{
+	int r, s;
+	MPI_Comm_rank(comm, &r);
+	MPI_Comm_size(comm, &s);
+	char name[128];
+	const int counts[] = {0, 1, 5, 300};
+	MPI_Datatype strided; /* every other int: a non-contiguous derived type */
+	for (unsigned ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+		int n = counts[ci], root = s > 1 ? 1 : 0;
+		int *sb = calloc((size_t)(2 * n * s + 2), sizeof(int)), *rb = calloc((size_t)(2 * n * s + 2), sizeof(int));
+		int *cnt = malloc(sizeof(int) * (size_t)s), *dsp = malloc(sizeof(int) * (size_t)s);
+		MPI_Type_vector(n > 0 ? n : 1, 1, 2, MPI_INT, &strided);
+		MPI_Type_commit(&strided);
+		for (int ip = 0; ip < 2; ip++) {
+			/* bcast */
+			for (int i = 0; i < n; i++)
+				rb[i] = r == root ? val(root, i) : -1;
+			MPI_Bcast(rb, n, MPI_INT, root, comm);
+			for (int i = 0; i < n; i++)
+				CHECK(rb[i] == val(root, i), "%s bcast n=%d i=%d", cname, n, i);
+			/* allgather */
+			for (int i = 0; i < n * s; i++)
+				rb[i] = -1;
+			for (int i = 0; i < n; i++)
+				(ip ? rb + r * n : sb)[i] = val(r, i);
+			MPI_Allgather(ip ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, comm);
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < n; i++)
+					CHECK(rb[j * n + i] == val(j, i), "%s allgather n=%d ip=%d j=%d i=%d got %d", cname, n, ip, j, i, rb[j * n + i]);
+			snprintf(name, sizeof name, "%s.allgather.%d%s", cname, n, ip ? ".ip" : "");
+			report(name, rb, sizeof(int) * (size_t)(n * s), comm);
+			/* allgatherv: rank j contributes (n + j) % (n + 1) elements, placed in reverse order */
+			int tot = 0;
+			for (int j = s - 1; j >= 0; j--) {
+				cnt[j] = (n + j) % (n + 1);
+				dsp[j] = tot;
+				tot += cnt[j];
+			}
+			for (int i = 0; i < tot; i++)
+				rb[i] = -1;
+			for (int i = 0; i < cnt[r]; i++)
+				(ip ? rb + dsp[r] : sb)[i] = val(r, i);
+			MPI_Allgatherv(ip ? MPI_IN_PLACE : sb, cnt[r], MPI_INT, rb, cnt, dsp, MPI_INT, comm);
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < cnt[j]; i++)
+					CHECK(rb[dsp[j] + i] == val(j, i), "%s allgatherv n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
+			snprintf(name, sizeof name, "%s.allgatherv.%d%s", cname, n, ip ? ".ip" : "");
+			report(name, rb, sizeof(int) * (size_t)tot, comm);
+			/* gather and gatherv to root */
+			for (int i = 0; i < n * s; i++)
+				rb[i] = -1;
+			for (int i = 0; i < n; i++)
+				((ip && r == root) ? rb + r * n : sb)[i] = val(r, i);
+			MPI_Gather((ip && r == root) ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, root, comm);
+			if (r == root)
+				for (int j = 0; j < s; j++)
+					for (int i = 0; i < n; i++)
+						CHECK(rb[j * n + i] == val(j, i), "%s gather n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
+			for (int i = 0; i < tot; i++)
+				rb[i] = -1;
+			for (int i = 0; i < cnt[r]; i++)
+				((ip && r == root) ? rb + dsp[r] : sb)[i] = val(r, i);
+			MPI_Gatherv((ip && r == root) ? MPI_IN_PLACE : sb, cnt[r], MPI_INT, rb, cnt, dsp, MPI_INT, root, comm);
+			if (r == root)
+				for (int j = 0; j < s; j++)
+					for (int i = 0; i < cnt[j]; i++)
+						CHECK(rb[dsp[j] + i] == val(j, i), "%s gatherv n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
+			snprintf(name, sizeof name, "%s.gatherv.%d%s", cname, n, ip ? ".ip" : "");
+			report(name, rb, r == root ? sizeof(int) * (size_t)tot : 0, comm);
+			/* scatter and scatterv from root */
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < n; i++)
+					sb[j * n + i] = r == root ? val(j, i) : -1;
+			for (int i = 0; i < n; i++)
+				rb[i] = -1;
+			MPI_Scatter(sb, n, MPI_INT, (ip && r == root) ? MPI_IN_PLACE : rb, n, MPI_INT, root, comm);
+			if (!(ip && r == root))
+				for (int i = 0; i < n; i++)
+					CHECK(rb[i] == val(r, i), "%s scatter n=%d ip=%d i=%d got %d", cname, n, ip, i, rb[i]);
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < cnt[j]; i++)
+					sb[dsp[j] + i] = r == root ? val(j, i) : -1;
+			for (int i = 0; i < cnt[r]; i++)
+				rb[i] = -1;
+			MPI_Scatterv(sb, cnt, dsp, MPI_INT, (ip && r == root) ? MPI_IN_PLACE : rb, cnt[r], MPI_INT, root, comm);
+			if (!(ip && r == root))
+				for (int i = 0; i < cnt[r]; i++)
+					CHECK(rb[i] == val(r, i), "%s scatterv n=%d ip=%d i=%d", cname, n, ip, i);
+			/* alltoall: block j of rank r carries val(r, j*n+i) */
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < n; i++)
+					(ip ? rb : sb)[j * n + i] = val(r, j * n + i);
+			MPI_Alltoall(ip ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, comm);
+			for (int j = 0; j < s; j++)
+				for (int i = 0; i < n; i++)
+					CHECK(rb[j * n + i] == val(j, r * n + i), "%s alltoall n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
+			snprintf(name, sizeof name, "%s.alltoall.%d%s", cname, n, ip ? ".ip" : "");
+			report(name, rb, sizeof(int) * (size_t)(n * s), comm);
+			/* alltoallv: rank r sends (r + j) % (n + 1) elements to rank j */
+			{
+				int *sc = malloc(sizeof(int) * (size_t)s), *sd = malloc(sizeof(int) * (size_t)s);
+				int *rc = malloc(sizeof(int) * (size_t)s), *rd = malloc(sizeof(int) * (size_t)s);
+				int so = 0, ro = 0;
+				for (int j = 0; j < s; j++) {
+					sc[j] = (r + j) % (n + 1), sd[j] = so, so += sc[j];
+					rc[j] = (j + r) % (n + 1), rd[j] = ro, ro += rc[j];
+				}
+				/* in place, the send layout must equal the receive layout */
+				for (int j = 0; j < s; j++)
+					for (int i = 0; i < (ip ? rc[j] : sc[j]); i++)
+						(ip ? rb + rd[j] : sb + sd[j])[i] = val(r, j * 100 + i);
+				MPI_Alltoallv(ip ? MPI_IN_PLACE : sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, comm);
+				for (int j = 0; j < s; j++)
+					for (int i = 0; i < rc[j]; i++)
+						CHECK(rb[rd[j] + i] == val(j, r * 100 + i), "%s alltoallv n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
+				snprintf(name, sizeof name, "%s.alltoallv.%d%s", cname, n, ip ? ".ip" : "");
+				report(name, rb, sizeof(int) * (size_t)ro, comm);
+				free(sc), free(sd), free(rc), free(rd);
+			}
+		}
+		/* non-contiguous: send every other int, receive contiguous */
+		if (n == 0)
+			goto done;
+		for (int i = 0; i < 2 * n; i++)
+			sb[i] = (i % 2) ? -7 : val(r, i / 2);
+		MPI_Allgather(sb, 1, strided, rb, n, MPI_INT, comm);
+		for (int j = 0; j < s; j++)
+			for (int i = 0; i < n; i++)
+				CHECK(rb[j * n + i] == val(j, i), "%s allgather strided n=%d j=%d i=%d", cname, n, j, i);
+		snprintf(name, sizeof name, "%s.allgather.strided.%d", cname, n);
+		report(name, rb, sizeof(int) * (size_t)(n * s), comm);
+		for (int i = 0; i < 2 * n; i++)
+			sb[i] = r == root ? ((i % 2) ? -7 : val(root, i / 2)) : -1;
+		MPI_Bcast(sb, 1, strided, root, comm);
+		for (int i = 0; i < n; i++)
+			CHECK(sb[2 * i] == val(root, i) && (r == root || sb[2 * i + 1] == -1), "%s bcast strided n=%d i=%d", cname, n, i);
+	done:
+		MPI_Type_free(&strided);
+		free(sb), free(rb), free(cnt), free(dsp);
+	}
+	MPI_Barrier(comm);
+}
+
+/* Communicators made and freed in a loop: collmux's per-communicator state
+ * must go with them (collmux_comm_states, when collmux is loaded). */
+static void test_comm_churn(void)
+{
+	int (*states)(void) = NULL;
+	*(void **)&states = dlsym(RTLD_DEFAULT, "collmux_comm_states");
+	int before = states ? states() : 0;
+	for (int it = 0; it < 300; it++) {
+		MPI_Comm c;
+		if (it % 2)
+			MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &c);
+		else
+			MPI_Comm_dup(MPI_COMM_WORLD, &c);
+		int x = rank + it, y = 0, cs;
+		MPI_Comm_size(c, &cs);
+		MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+		int want = 0;
+		for (int r = 0; r < size; r++)
+			if (it % 2 == 0 || r % 2 == rank % 2)
+				want += r + it;
+		CHECK(y == want, "churn it=%d got %d want %d", it, y, want);
+		MPI_Comm_free(&c);
+	}
+	if (states)
+		CHECK(states() == before, "collmux per-communicator states leaked: %d before, %d after", before, states());
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+	test_reductions(MPI_COMM_WORLD, "world");
+	test_loc(MPI_COMM_WORLD);
+	test_user_op(MPI_COMM_WORLD);
+	test_movement(MPI_COMM_WORLD, "world");
+
+	/* a sub-communicator in reverse rank order */
+	MPI_Comm rev;
+	MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &rev);
+	test_movement(rev, "rev");
+	test_reductions(rev, "rev");
+	MPI_Comm_free(&rev);
+
+	test_comm_churn();
+
+#if MPI_VERSION >= 4
+	{ /* large-count twins */
+		MPI_Count n = 3;
+		long in[3] = {rank, rank + 1, rank + 2}, out[3];
+		MPI_Allreduce_c(in, out, n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		for (int i = 0; i < 3; i++)
+			CHECK(out[i] == (long)size * (size - 1) / 2 + (long)i * size, "allreduce_c i=%d", i);
+		MPI_Count *c = malloc(sizeof(MPI_Count) * (size_t)size);
+		MPI_Aint *d = malloc(sizeof(MPI_Aint) * (size_t)size);
+		long *sb = malloc(sizeof(long) * (size_t)size), *rb = malloc(sizeof(long) * (size_t)size);
+		for (int j = 0; j < size; j++)
+			c[j] = 1, d[j] = j, sb[j] = rank * 10 + j;
+		MPI_Alltoallv_c(sb, c, d, MPI_LONG, rb, c, d, MPI_LONG, MPI_COMM_WORLD);
+		for (int j = 0; j < size; j++)
+			CHECK(rb[j] == j * 10 + rank, "alltoallv_c j=%d", j);
+		free(c), free(d), free(sb), free(rb);
+	}
+#endif
+
+	int total = 0;
+	PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("colltest: %d ranks, %d failures\n", size, total);
+	MPI_Finalize();
+	return total != 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * errtest: bad arguments under MPI_ERRORS_RETURN. Prints the error class
+ * each call returns; run with and without collmux, the output must match.
+ */
+#include <mpi.h>
+#include <stdio.h>
+
+static int rank;
+
+/* only rank 0 prints, so the output does not depend on scheduling */
+static void show(const char *what, int rc)
+{
+	int cls = -1;
+	if (rank != 0)
+		return;
+	if (rc != MPI_SUCCESS)
+		MPI_Error_class(rc, &cls);
+	printf("%-36s rc=%s class=%d\n", what, rc == MPI_SUCCESS ? "ok" : "error", cls);
+}
+
+int main(int argc, char **argv)
+{
+	int size, x = 1, y = 0, buf[8] = {0};
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	if (rank == 0) {
+		/* every rank gets the same error before any communication, so
+		 * rank 0 alone may make these calls without a hang */
+		show("bcast root=size", MPI_Bcast(buf, 1, MPI_INT, size, MPI_COMM_WORLD));
+		show("reduce root=-5", MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD));
+		show("allreduce datatype_null", MPI_Allreduce(&x, &y, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
+		show("allreduce op_null", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
+		show("allreduce comm_null", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL));
+		show("gather root=size", MPI_Gather(&x, 1, MPI_INT, buf, 1, MPI_INT, size, MPI_COMM_WORLD));
+		show("alltoall datatype_null", MPI_Alltoall(buf, 1, MPI_DATATYPE_NULL, buf, 1, MPI_INT, MPI_COMM_WORLD));
+		show("barrier comm_null", MPI_Barrier(MPI_COMM_NULL));
+	}
+	show("allreduce ok", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	if (rank == 0)
+		printf("sum=%d\n", y);
+	MPI_Finalize();
+	return 0;
+}

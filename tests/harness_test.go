@@ -1,0 +1,167 @@
+// Package tests runs real MPI programs (built with each installed mpicc,
+// launched with that MPI's mpirun) with and without libcollmux.so preloaded,
+// and checks that collmux is transparent: same output, same errors, and
+// proof in its statistics that every call went through it.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"collmux/stats"
+)
+
+// mpiImpl is one MPI implementation on this machine.
+type mpiImpl struct {
+	name   string // "openmpi", "mpich"
+	mpicc  string
+	mpirun string
+}
+
+var allImpls = []mpiImpl{
+	{"openmpi", "mpicc.openmpi", "mpirun.openmpi"},
+	{"mpich", "mpicc.mpich", "mpirun.mpich"},
+}
+
+// impls returns the MPIs installed here; a test with none says "skipped".
+func impls(t *testing.T) []mpiImpl {
+	var out []mpiImpl
+	for _, m := range allImpls {
+		_, e1 := exec.LookPath(m.mpicc)
+		_, e2 := exec.LookPath(m.mpirun)
+		if e1 == nil && e2 == nil {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("skipped: neither Open MPI nor MPICH is installed (mpicc.openmpi / mpicc.mpich)")
+	}
+	return out
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// libPath is the library under test: $COLLMUX_LIB or build/libcollmux.so.
+func libPath(t *testing.T) string {
+	p := os.Getenv("COLLMUX_LIB")
+	if p == "" {
+		p = filepath.Join(repoRoot(), "build", "libcollmux.so")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s not found: run `make build` first (or set COLLMUX_LIB)", p)
+	}
+	return p
+}
+
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{}
+)
+
+// program compiles tests/c/<src> with the MPI's compiler once per run.
+// A name ending in .so is built as a shared module.
+func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := m.name + "/" + out
+	if p, ok := built[key]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "collmux-tests-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	dst := filepath.Join(buildDir, m.name+"-"+out)
+	args := []string{"-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", "c", src)}
+	if strings.HasSuffix(out, ".so") {
+		args = append([]string{"-shared", "-fPIC"}, args...)
+	}
+	compiler := m.mpicc
+	if strings.HasPrefix(src, "dlhost") { // the host must not link MPI
+		compiler = "cc"
+	}
+	cmd := exec.Command(compiler, append(args, extra...)...)
+	if outb, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", compiler, args, err, outb)
+	}
+	built[key] = dst
+	return dst
+}
+
+// run launches prog on np ranks with env passed to every rank.
+func run(t *testing.T, m mpiImpl, np int, env map[string]string, prog ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	args := []string{}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	switch m.name {
+	case "openmpi":
+		args = append(args, "--oversubscribe", "-np", fmt.Sprint(np))
+		for _, k := range keys {
+			args = append(args, "-x", k+"="+env[k])
+		}
+	default:
+		args = append(args, "-n", fmt.Sprint(np))
+		for _, k := range keys {
+			args = append(args, "-genv", k, env[k])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, m.mpirun, append(args, prog...)...)
+	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+		"OMPI_MCA_btl_vader_single_copy_mechanism=none", "OMPI_MCA_rmaps_base_oversubscribe=1")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("timed out: %v", err)
+	}
+	return o.String(), e.String(), err
+}
+
+// preloaded is the environment that loads collmux and writes its
+// statistics as JSON to a fresh file, returned for readStats.
+func preloaded(t *testing.T, extra ...string) (map[string]string, string) {
+	statsFile := filepath.Join(t.TempDir(), "stats.json")
+	env := map[string]string{"LD_PRELOAD": libPath(t), "COLLMUX_STATS": statsFile}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env, statsFile
+}
+
+func readStats(t *testing.T, path string) stats.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("collmux wrote no statistics: %v", err)
+	}
+	var r stats.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("statistics %s: %v", path, err)
+	}
+	return r
+}

@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"collmux/dispatch"
+)
+
+// Every intercepted collective, every datatype/op combination of colltest,
+// 1-4 ranks: output under collmux (statistics on, statistics off, and
+// disabled) is byte-identical to the native run, and the statistics prove
+// that each collective went through collmux.
+func TestCollectivesMatchNative(t *testing.T) {
+	for _, m := range impls(t) {
+		prog := program(t, m, "colltest.c", "colltest")
+		for np := 1; np <= 4; np++ {
+			t.Run(fmt.Sprintf("%s/np%d", m.name, np), func(t *testing.T) {
+				native, errs, err := run(t, m, np, nil, prog)
+				if err != nil {
+					t.Fatalf("native run failed: %v\n%s", err, errs)
+				}
+				if !strings.Contains(native, fmt.Sprintf("colltest: %d ranks, 0 failures", np)) {
+					t.Fatalf("native run reports failures:\n%s", tail(native))
+				}
+				env, statsFile := preloaded(t)
+				got, errs, err := run(t, m, np, env, prog)
+				if err != nil {
+					t.Fatalf("run under collmux failed: %v\n%s", err, errs)
+				}
+				if got != native {
+					t.Fatalf("output under collmux differs from native:\n%s", diff(native, got))
+				}
+				r := readStats(t, statsFile)
+				if r.Ranks != np || r.ABI != m.name {
+					t.Errorf("statistics say %d ranks, ABI %q; want %d, %q", r.Ranks, r.ABI, np, m.name)
+				}
+				for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
+					if r.Calls(c.String(), "mpi") == 0 {
+						t.Errorf("statistics show no %s call: not intercepted", c)
+					}
+				}
+				for _, extra := range [][2]string{{"COLLMUX_STATS", ""}, {"COLLMUX_DISABLE", "1"}} {
+					env := map[string]string{"LD_PRELOAD": libPath(t), extra[0]: extra[1]}
+					got, errs, err := run(t, m, np, env, prog)
+					if err != nil || got != native {
+						t.Fatalf("with %s=%q: err %v, output differs:\n%s\n%s", extra[0], extra[1], err, diff(native, got), errs)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Bad arguments under MPI_ERRORS_RETURN give the same error classes with
+// collmux, on the dispatch path (statistics on), as without it.
+func TestBadInputSameErrors(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "errtest.c", "errtest")
+			native, errs, err := run(t, m, 2, nil, prog)
+			if err != nil {
+				t.Fatalf("native: %v\n%s", err, errs)
+			}
+			if !strings.Contains(native, "class=") || !strings.Contains(native, "sum=2") {
+				t.Fatalf("native errtest output unexpected:\n%s", native)
+			}
+			env, statsFile := preloaded(t)
+			got, errs, err := run(t, m, 2, env, prog)
+			if err != nil {
+				t.Fatalf("under collmux: %v\n%s", err, errs)
+			}
+			if got != native {
+				t.Fatalf("error behaviour differs under collmux:\n%s", diff(native, got))
+			}
+			if readStats(t, statsFile).Calls("allreduce", "mpi") == 0 {
+				t.Error("the successful allreduce was not counted")
+			}
+		})
+	}
+}
+
+// MPI_THREAD_MULTIPLE: concurrent collectives on distinct communicators.
+func TestThreadMultiple(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "threadtest.c", "threadtest", "-pthread")
+			env, statsFile := preloaded(t)
+			out, errs, err := run(t, m, 2, env, prog)
+			if strings.Contains(out, "skipped") {
+				t.Skipf("skipped: %s", strings.TrimSpace(out))
+			}
+			if err != nil || !strings.Contains(out, "threadtest: 2 ranks, 3 threads, 0 failures") {
+				t.Fatalf("err %v\n%s\n%s", err, out, errs)
+			}
+			// 3 threads x 60 iterations x 2 ranks, plus the final sum
+			if n := readStats(t, statsFile).Calls("allreduce", "mpi"); n != 3*60*2+2 {
+				t.Errorf("statistics count %d allreduce calls, want %d", n, 3*60*2+2)
+			}
+		})
+	}
+}
+
+// A program that does not link MPI loads an MPI-using module with
+// dlopen(RTLD_LOCAL), as Python does: collmux still intercepts and forwards.
+func TestModuleLoadedLocally(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			mod := program(t, m, "collmod.c", "libcollmod.so")
+			host := program(t, m, "dlhost.c", "dlhost", "-ldl")
+			env, statsFile := preloaded(t)
+			out, errs, err := run(t, m, 2, env, host, mod)
+			if err != nil || !strings.Contains(out, "collmod: sum=3 bcast=42 ok") {
+				t.Fatalf("err %v\n%s\n%s", err, out, errs)
+			}
+			r := readStats(t, statsFile)
+			if r.Calls("allreduce", "mpi") != 2 || r.Calls("bcast", "mpi") != 2 {
+				t.Errorf("want 2 allreduce and 2 bcast calls through collmux, got %d and %d",
+					r.Calls("allreduce", "mpi"), r.Calls("bcast", "mpi"))
+			}
+		})
+	}
+}
+
+// mpi4py (Debian's, built for Open MPI) with NumPy arrays.
+func TestMPI4PyNumPy(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import mpi4py.MPI, numpy").Run(); err != nil {
+		t.Skip("skipped: /usr/bin/python3 has no mpi4py or numpy")
+	}
+	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi"}
+	if _, err := exec.LookPath(m.mpirun); err != nil {
+		t.Skip("skipped: mpi4py is built for Open MPI, which is not installed")
+	}
+	env, statsFile := preloaded(t)
+	out, errs, err := run(t, m, 2, env, py, repoRoot()+"/tests/py/mpi4py_numpy.py")
+	if err != nil || !strings.Contains(out, "mpi4py_numpy: 2 ranks, 0 failures") {
+		t.Fatalf("err %v\n%s\n%s", err, out, errs)
+	}
+	r := readStats(t, statsFile)
+	for _, c := range []string{"allreduce", "bcast", "allgather", "alltoall"} {
+		if r.Calls(c, "mpi") == 0 {
+			t.Errorf("no %s call from mpi4py went through collmux", c)
+		}
+	}
+}
+
+// With COLLMUX_DISABLE the library forwards only: no statistics appear even
+// when asked for.
+func TestDisableIsPureForwarder(t *testing.T) {
+	m := impls(t)[0]
+	prog := program(t, m, "collmod.c", "libcollmod.so")
+	host := program(t, m, "dlhost.c", "dlhost", "-ldl")
+	env, statsFile := preloaded(t, "COLLMUX_DISABLE", "1")
+	out, errs, err := run(t, m, 2, env, host, prog)
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("err %v\n%s\n%s", err, out, errs)
+	}
+	if _, err := os.Stat(statsFile); err == nil {
+		t.Error("COLLMUX_DISABLE=1 still wrote statistics")
+	}
+}
+
+func tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// diff shows the first differing lines of two outputs.
+func diff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i, n := 0, 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  native:  %s\n  collmux: %s\n", i+1, wl, gl)
+			if n++; n == 5 {
+				break
+			}
+		}
+	}
+	return b.String()
+}
