@@ -71,7 +71,7 @@ typedef struct {
 	int int_handles;
 	const void *in_place;
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
-	cmx_h uint64, op_sum; /* for collmux's own reductions */
+	cmx_h uint64, op_sum, op_min, byte, int_; /* for collmux's own calls */
 	int root, proc_null, err_other;
 	const char *lib; /* path of the MPI library */
 } cmx_abi_t;
@@ -102,6 +102,11 @@ typedef struct {
 	int (*Reduce)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h);
 	int (*Abort)(cmx_h, int);
 	int (*Comm_call_errhandler)(cmx_h, int);
+	int (*Bcast)(void *, int, cmx_h, int, cmx_h);
+	int (*Allreduce)(const void *, void *, int, cmx_h, cmx_h, cmx_h);
+	int (*Allgather)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h);
+	int (*Type_get_extent)(cmx_h, cmx_aint *, cmx_aint *);
+	int (*Type_get_true_extent)(cmx_h, cmx_aint *, cmx_aint *);
 } cmx_pmpi_extra_t;
 extern cmx_pmpi_extra_t cmx_px;
 
@@ -114,14 +119,30 @@ int cmx_op_info(cmx_h op);
 typedef struct {
 	int disable; /* COLLMUX_DISABLE: pure forwarder */
 	int stats;   /* COLLMUX_STATS set */
-	int log;     /* COLLMUX_LOG level */
+	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
+	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
+	char nccl_lib[256];
 } cmx_config;
+
+/* Routes, compiled by package dispatch from the rule list: for each
+ * collective and memory kind, disjoint size ranges in order. */
+#define CMX_MAX_ROUTES 16
+typedef struct {
+	uint64_t lo, hi;
+	int32_t backend, rule;
+} cmx_route;
+typedef struct {
+	int32_t n;
+	cmx_route r[CMX_MAX_ROUTES];
+} cmx_routes;
+extern cmx_routes cmx_route_table[CMX_NCOLL][CMX_NMEM];
 extern cmx_config cmx_cfg;
 
 /* ---- state and the hot path ---- */
 typedef struct {
 	volatile int ready;   /* initialisation done (release/acquire) */
 	int forward_only;     /* no call can leave MPI: wrappers forward at once */
+	int host_fast;        /* no statistics: forward at once while CUDA is not up */
 	volatile int mpi_set; /* keyvals and finalize hook in place */
 	volatile int finalized;
 	int comm_keyval, self_keyval;
@@ -132,13 +153,18 @@ void cmx_init(void);
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+extern volatile int cmx_cuda_up; /* the process has initialised CUDA */
+int cmx_cuda_probe(void);        /* checks (and latches) cmx_cuda_up */
+
 /* cmx_passthrough is the whole cost of collmux on a call that stays on MPI:
  * one load and a branch once initialised. */
 static inline int cmx_passthrough(int fn)
 {
 	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
 		cmx_init();
-	return cmx_state.forward_only && cmx_pmpi[fn] != NULL;
+	if (CMX_UNLIKELY(cmx_pmpi[fn] == NULL))
+		return 0;
+	return cmx_state.forward_only || (cmx_state.host_fast && !cmx_cuda_up && !cmx_cuda_probe());
 }
 
 int cmx_dispatch(cmx_args *a);
@@ -151,9 +177,46 @@ int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handle
 typedef struct cmx_comm {
 	cmx_h handle;
 	int size, rank, inter;
+	int nccl_state;  /* 0 not tried, 1 ready, -1 unusable */
+	void *nccl;      /* ncclComm_t */
+	void *stream;    /* CUstream of collmux's NCCL work on this comm */
+	void *scratch;   /* device scratch (in-place alltoall), grown on demand */
+	size_t scratch_cap;
+	struct cmx_comm *next; /* list of comms holding NCCL state */
 } cmx_comm;
 cmx_comm *cmx_comm_get(cmx_h comm);
 extern int cmx_live_comms;
+
+/* ---- CUDA (cuda.c): the driver, loaded with dlopen ---- */
+int cmx_cuda_load(void);         /* 1 when libcuda is present */
+extern int cmx_cuda_present;     /* libcuda loaded */
+int cmx_mem_kind(const void *p); /* CMX_MEM_* of one pointer */
+int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure */
+int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
+int cmx_cuda_sync(void *stream);
+void *cmx_cuda_stream_new(void);
+void cmx_cuda_stream_free(void *stream);
+void *cmx_cuda_malloc(size_t n);
+void cmx_cuda_free(void *p);
+void *cmx_cuda_host_alloc(size_t n);
+void cmx_cuda_host_free(void *p);
+
+/* ---- backends ---- */
+/* Each returns 1 and sets *rc when it ran the call, 0 when it declines it
+ * (the dispatcher then tries the next path). */
+int cmx_nccl_load(void);
+int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc);
+void cmx_nccl_release(cmx_comm *c);
+void cmx_nccl_release_all(void);
+int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
+int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
+int64_t cmx_type_size(cmx_h dtype, int ask);
+
+/* i-th entry of a counts or displacements array of a call */
+static inline int64_t cmx_at(const void *arr, int i, int large)
+{
+	return large ? ((const int64_t *)arr)[i] : ((const int *)arr)[i];
+}
 
 /* ---- statistics ---- */
 #define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */

@@ -4,11 +4,15 @@
  * picks a backend, runs it, and records statistics.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "_cgo_export.h"
 
 #include "cmx.h"
 
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+cmx_routes cmx_route_table[CMX_NCOLL][CMX_NMEM];
 int cmx_live_comms;
 
 /* Re-entry guard: an MPI library may implement a collective with other
@@ -40,23 +44,18 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	return c;
 }
 
-static int64_t count_at(const void *arr, int i, int large)
-{
-	return large ? ((const cmx_count *)arr)[i] : ((const int *)arr)[i];
-}
-
 static int64_t count_sum(const void *arr, int n, int large)
 {
 	int64_t s = 0;
 	for (int i = 0; arr && i < n; i++)
-		s += count_at(arr, i, large);
+		s += cmx_at(arr, i, large);
 	return s;
 }
 
 /* Size of one element of dtype; predefined types need no MPI call. Derived
  * types are asked of MPI only when ask is set (after MPI accepted the call),
  * so that an invalid handle is reported by MPI's own checks, on the call. */
-static int64_t type_size(cmx_h dtype, int ask)
+int64_t cmx_type_size(cmx_h dtype, int ask)
 {
 	int kind, size;
 	if (cmx_dtype_info(dtype, &kind, &size))
@@ -74,7 +73,7 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 	if (a->coll == CMX_COLL_BARRIER)
 		return 0;
 	int n = c ? c->size : 1;
-	int64_t rs = type_size(a->rtype, ask);
+	int64_t rs = cmx_type_size(a->rtype, ask);
 	int root = c && a->root == c->rank;
 	if (rs < 0)
 		return -1;
@@ -89,13 +88,13 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 	case CMX_COLL_GATHER:
 	case CMX_COLL_SCATTER: {
 		int sending = (a->coll == CMX_COLL_GATHER) != root;
-		int64_t ss = sending ? type_size(a->stype, ask) : rs;
+		int64_t ss = sending ? cmx_type_size(a->stype, ask) : rs;
 		return ss < 0 ? -1 : (sending ? a->scount : a->rcount) * ss * n;
 	}
 	case CMX_COLL_GATHERV:
-		return root ? count_sum(a->rcounts, n, a->large) * rs : a->scount * type_size(a->stype, ask);
+		return root ? count_sum(a->rcounts, n, a->large) * rs : a->scount * cmx_type_size(a->stype, ask);
 	case CMX_COLL_SCATTERV:
-		return root ? count_sum(a->scounts, n, a->large) * type_size(a->stype, ask) : a->rcount * rs;
+		return root ? count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
 	case CMX_COLL_ALLTOALLV:
 		return count_sum(a->rcounts, n, a->large) * rs;
 	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
@@ -118,6 +117,111 @@ static void record(const cmx_args *a, const cmx_comm *c, int backend, uint64_t n
 	__atomic_fetch_add(&s->ns, ns, __ATOMIC_RELAXED);
 }
 
+/* The memory kind of a call: that of the buffers significant on this rank.
+ * Every rank must reach the same kind for the same call (the rule CUDA-aware
+ * MPIs also rely on); COLLMUX_CHECK verifies it. */
+static int call_mem(const cmx_args *a, const cmx_comm *c)
+{
+	if (!cmx_cuda_up || a->coll == CMX_COLL_BARRIER)
+		return CMX_MEM_HOST;
+	int root = c && a->root == c->rank;
+	int s_sig = a->sbuf && a->sbuf != cmx_abi.in_place &&
+		    !((a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV) && !root);
+	int r_sig = a->rbuf && a->rbuf != cmx_abi.in_place &&
+		    !((a->coll == CMX_COLL_GATHER || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_REDUCE) && !root);
+	int sk = s_sig ? cmx_mem_kind(a->sbuf) : -1, rk = r_sig ? cmx_mem_kind(a->rbuf) : -1;
+	if (sk < 0)
+		return rk < 0 ? CMX_MEM_HOST : rk;
+	if (rk < 0 || rk == sk)
+		return sk;
+	return CMX_MEM_MIXED;
+}
+
+/* Size used to route a call. It must be the same on every rank, so the
+ * collectives whose sizes differ between ranks are routed as the largest. */
+static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
+{
+	if (a->coll == CMX_COLL_ALLTOALLV || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV)
+		return UINT64_MAX;
+	int64_t b = call_bytes(a, c, 0);
+	return b < 0 ? UINT64_MAX : (uint64_t)b;
+}
+
+static const cmx_route *pick(int coll, int mem, uint64_t bytes)
+{
+	const cmx_routes *rs = &cmx_route_table[coll][mem];
+	for (int i = 0; i < rs->n; i++)
+		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
+			return &rs->r[i];
+	return NULL;
+}
+
+/* COLLMUX_LOG=decisions: each distinct (collective, memory, backend, rule)
+ * is explained once, by Go, which holds the rule texts. */
+static void explain(const cmx_args *a, uint64_t bytes, int backend, int rule, int wanted)
+{
+	static uint64_t seen[CMX_NCOLL][CMX_NMEM][CMX_NBACKEND];
+	uint64_t bit = 1ull << ((unsigned)(rule + 1) % 64);
+	if (__atomic_fetch_or(&seen[a->coll][a->mem][backend], bit, __ATOMIC_RELAXED) & bit)
+		return;
+	collmux_go_explain(a->coll, a->mem, bytes, backend, rule, wanted);
+}
+
+/* COLLMUX_CHECK: every rank must call the same collective with the same
+ * memory kind, root, op and size. A disagreement would otherwise hang (one
+ * rank in NCCL, another in MPI); here it is an error naming the ranks. */
+enum { FP_COLL, FP_MEM, FP_ROOT, FP_OP, FP_BYTES, FP_N };
+static const char *const fp_names[FP_N] = {"collective", "memory kind (0 host, 1 cuda, 2 managed, 3 mixed)", "root", "op", "message size"};
+
+static int check(const cmx_args *a, const cmx_comm *c)
+{
+	int64_t b = call_bytes(a, c, 0);
+	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? cmx_op_info(a->op) : -1,
+			  (a->coll == CMX_COLL_ALLTOALLV || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV) ? -1 : (int)b};
+	int *all = malloc(sizeof(int) * FP_N * (size_t)c->size);
+	if (!all || cmx_px.Allgather(mine, FP_N, cmx_abi.int_, all, FP_N, cmx_abi.int_, c->handle) != 0) {
+		free(all);
+		return 0;
+	}
+	int bad = -1;
+	for (int f = 0; f < FP_N && bad < 0; f++)
+		for (int r = 1; r < c->size; r++)
+			if (all[r * FP_N + f] != all[f])
+				bad = f;
+	if (bad >= 0) {
+		if (c->rank == 0) {
+			fprintf(stderr, "collmux: COLLMUX_CHECK: %s on a communicator of %d ranks: ranks disagree on the %s:", cmx_fn_names[a->fn], c->size, fp_names[bad]);
+			for (int r = 0; r < c->size; r++)
+				fprintf(stderr, " rank %d: %d%s", r, all[r * FP_N + bad], r + 1 < c->size ? "," : "\n");
+		}
+		free(all);
+		return cmx_error(a->comm, cmx_abi.err_other);
+	}
+	free(all);
+	return 0;
+}
+
+/* run tries the chosen backend, then the fallbacks: a device call NCCL
+ * cannot express is staged; what staging declines goes to MPI. */
+static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
+{
+	int rc = 0;
+	switch (backend) {
+	case CMX_BACKEND_NCCL:
+		if (c && cmx_nccl_run(c, a, &rc))
+			return *used = CMX_BACKEND_NCCL, rc;
+		/* fall through */
+	case CMX_BACKEND_FUSED:
+	case CMX_BACKEND_STAGED:
+		if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && cmx_staged_run(c, a, &rc))
+			return *used = CMX_BACKEND_STAGED, rc;
+		/* fall through */
+	default:
+		*used = CMX_BACKEND_MPI;
+		return cmx_forward(a);
+	}
+}
+
 int cmx_dispatch(cmx_args *a)
 {
 	if (cmx_cfg.disable || depth || !cmx_mpi_setup())
@@ -128,11 +232,24 @@ int cmx_dispatch(cmx_args *a)
 	a->op = cmx_norm(a->op);
 	a->comm = cmx_norm(a->comm);
 	cmx_comm *c = cmx_comm_get(a->comm);
-	int backend = CMX_BACKEND_MPI;
+	a->mem = call_mem(a, c);
+	int rc = 0, backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
+	uint64_t bytes = 0;
+	if (c && !c->inter) {
+		bytes = route_bytes(a, c);
+		const cmx_route *r = pick(a->coll, a->mem, bytes);
+		if (r)
+			backend = r->backend, rule = r->rule;
+		if (cmx_cfg.check && (rc = check(a, c)) != 0)
+			goto out;
+	}
 	uint64_t t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
-	int rc = cmx_forward(a);
+	rc = run(c, a, backend, &used);
 	if (cmx_cfg.stats && rc == 0)
-		record(a, c, backend, cmx_now_ns() - t0);
+		record(a, c, used, cmx_now_ns() - t0);
+	if (cmx_cfg.log >= 2)
+		explain(a, bytes, used, rule, backend);
+out:
 	depth--;
 	return rc;
 }

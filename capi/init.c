@@ -221,7 +221,10 @@ static void detect_abi(void)
 			hput(op_hash, h, p->kind, 0);
 	}
 	cmx_abi.uint64 = predef_by_name(cmx_predef_dtypes, "MPI_UINT64_T");
+	cmx_abi.byte = predef_by_name(cmx_predef_dtypes, "MPI_BYTE");
+	cmx_abi.int_ = predef_by_name(cmx_predef_dtypes, "MPI_INT");
 	cmx_abi.op_sum = predef_by_name(cmx_predef_ops, "MPI_SUM");
+	cmx_abi.op_min = predef_by_name(cmx_predef_ops, "MPI_MIN");
 }
 
 #define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
@@ -248,6 +251,11 @@ static void resolve_pmpi(void)
 	RESOLVE(Reduce);
 	RESOLVE(Abort);
 	RESOLVE(Comm_call_errhandler);
+	RESOLVE(Bcast);
+	RESOLVE(Allreduce);
+	RESOLVE(Allgather);
+	RESOLVE(Type_get_extent);
+	RESOLVE(Type_get_true_extent);
 	/* the base (int-count) functions exist in every MPI collmux supports */
 	for (int i = 0; i < CMX_NFN; i += 2)
 		if (!cmx_pmpi[i])
@@ -281,9 +289,14 @@ static void init_once_fn(void)
 	if (env_true("COLLMUX_DISABLE")) {
 		cmx_cfg.disable = 1;
 	} else {
-		collmux_go_init(&cmx_cfg, cmx_abi.abi);
+		collmux_go_init(&cmx_cfg, cmx_abi.abi, &cmx_route_table[0][0]);
+		cmx_cuda_load();
 	}
-	cmx_state.forward_only = cmx_cfg.disable || !cmx_cfg.stats;
+	/* Without statistics and without a CUDA driver no call can leave MPI.
+	 * With a driver, cmx_passthrough still forwards at once until the
+	 * process initialises CUDA. */
+	cmx_state.forward_only = cmx_cfg.disable || (!cmx_cfg.stats && !cmx_cuda_present);
+	cmx_state.host_fast = !cmx_cfg.disable && !cmx_cfg.stats;
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -301,6 +314,7 @@ static int copy_nothing(cmx_h comm, int keyval, void *extra, void *in, void *out
 static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 {
 	(void)comm, (void)keyval, (void)extra;
+	cmx_nccl_release(val);
 	free(val);
 	__atomic_fetch_sub(&cmx_live_comms, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -311,6 +325,7 @@ static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 {
 	(void)comm, (void)keyval, (void)val, (void)extra;
+	cmx_nccl_release_all();
 	if (cmx_cfg.stats) {
 		static cmx_stat total[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 		int rank = 0, size = 1;

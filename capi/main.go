@@ -38,7 +38,7 @@ var (
 )
 
 //export collmux_go_init
-func collmux_go_init(cfg *C.cmx_config, abiC C.int) {
+func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	abi = mpi.ABI(abiC)
 	c, err := dispatch.LoadConfig(os.Getenv)
 	if err != nil {
@@ -47,6 +47,46 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int) {
 	config = c
 	cfg.stats = boolC(c.Stats != dispatch.StatsOff)
 	cfg.log = C.int(c.Log)
+	cfg.check = boolC(c.Check)
+	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
+		fatalf("COLLMUX_NCCL_LIB is longer than %d bytes", len(cfg.nccl_lib)-1)
+	}
+	for i := 0; i < len(c.NCCLLib); i++ {
+		cfg.nccl_lib[i] = C.char(c.NCCLLib[i])
+	}
+	routes = dispatch.Compile(c.Rules)
+	cells := unsafe.Slice(table, int(dispatch.NumColl)*int(dispatch.NumMem))
+	for co := dispatch.Coll(0); co < dispatch.NumColl; co++ {
+		for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
+			cell := &cells[int(co)*int(dispatch.NumMem)+int(m)]
+			rs := routes[co][m]
+			if len(rs) > len(cell.r) {
+				fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))
+			}
+			cell.n = C.int32_t(len(rs))
+			for i, r := range rs {
+				cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(r.Rule)}
+			}
+		}
+	}
+}
+
+var routes dispatch.Routes
+
+//export collmux_go_explain
+func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.int) {
+	why := "no rule"
+	if rule >= 0 && int(rule) < len(config.Rules) {
+		why = "rule " + config.Rules[rule].String()
+	}
+	if used != wanted {
+		why += fmt.Sprintf("; %v declined the call", dispatch.Backend(wanted))
+	}
+	size := "any size"
+	if uint64(bytes) != ^uint64(0) {
+		size = stats.HumanBytes(uint64(bytes)) + " B"
+	}
+	fmt.Fprintf(os.Stderr, "collmux[%d]: %v on %v memory, %s -> %v (%s)\n", os.Getpid(), dispatch.Coll(coll), dispatch.Mem(mem), size, dispatch.Backend(used), why)
 }
 
 //export collmux_go_report

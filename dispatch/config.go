@@ -30,6 +30,9 @@ type Config struct {
 	Stats     StatsMode
 	StatsPath string // "" means stderr (text only)
 	Log       LogLevel
+	Check     bool   // COLLMUX_CHECK: verify on every call that ranks agree
+	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
+	Rules     []Rule // built-in defaults, then COLLMUX_RULES (later wins)
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in the
@@ -57,6 +60,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Log = LogDebug
 	default:
 		return c, fmt.Errorf("COLLMUX_LOG=%q: want warn, info, decisions or debug", v)
+	}
+	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
+	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
+	c.Rules = DefaultRules()
+	if v := getenv("COLLMUX_RULES"); v != "" {
+		user, err := ParseRules(v, "COLLMUX_RULES")
+		if err != nil {
+			return c, err
+		}
+		c.Rules = append(c.Rules, user...)
 	}
 	return c, nil
 }

@@ -1,0 +1,382 @@
+/*
+ * nccl.c: the NCCL backend. libnccl is loaded with dlopen (COLLMUX_NCCL_LIB
+ * or libnccl.so.2); no NCCL header is needed. One NCCL communicator per MPI
+ * communicator, created on its first device collective and destroyed with
+ * it (or at MPI_Finalize).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmx.h"
+
+typedef struct {
+	char internal[128];
+} nccl_id;
+typedef void *nccl_comm;
+
+static struct {
+	int (*GetUniqueId)(nccl_id *);
+	int (*CommInitRank)(nccl_comm *, int, nccl_id, int);
+	int (*CommDestroy)(nccl_comm);
+	int (*AllReduce)(const void *, void *, size_t, int, int, nccl_comm, void *);
+	int (*Reduce)(const void *, void *, size_t, int, int, int, nccl_comm, void *);
+	int (*Broadcast)(const void *, void *, size_t, int, int, nccl_comm, void *);
+	int (*AllGather)(const void *, void *, size_t, int, nccl_comm, void *);
+	int (*ReduceScatter)(const void *, void *, size_t, int, int, nccl_comm, void *);
+	int (*Send)(const void *, size_t, int, int, nccl_comm, void *);
+	int (*Recv)(void *, size_t, int, int, nccl_comm, void *);
+	int (*GroupStart)(void);
+	int (*GroupEnd)(void);
+	const char *(*GetErrorString)(int);
+	int (*GetVersion)(int *);
+} nc;
+
+enum { NCCL_UINT8 = 1 };
+/* CMX_KIND_* -> ncclDataType_t, -1 where NCCL has no such type */
+static const int nccl_type[CMX_NKIND] = {
+	[CMX_KIND_OTHER] = -1, [CMX_KIND_INT8] = 0, [CMX_KIND_UINT8] = 1, [CMX_KIND_INT16] = -1, [CMX_KIND_UINT16] = -1,
+	[CMX_KIND_INT32] = 2, [CMX_KIND_UINT32] = 3, [CMX_KIND_INT64] = 4, [CMX_KIND_UINT64] = 5, [CMX_KIND_FLOAT16] = 6,
+	[CMX_KIND_BFLOAT16] = 9, [CMX_KIND_FLOAT32] = 7, [CMX_KIND_FLOAT64] = 8, [CMX_KIND_LONGDOUBLE] = -1,
+	[CMX_KIND_BOOL] = -1, [CMX_KIND_BYTE] = -1, [CMX_KIND_CHAR] = -1, [CMX_KIND_PAIR] = -1,
+};
+/* CMX_OP_* -> ncclRedOp_t */
+static int nccl_op(int op)
+{
+	switch (op) {
+	case CMX_OP_SUM: return 0;
+	case CMX_OP_PROD: return 1;
+	case CMX_OP_MAX: return 2;
+	case CMX_OP_MIN: return 3;
+	}
+	return -1;
+}
+
+static int loaded;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+	const char *name = cmx_cfg.nccl_lib[0] ? cmx_cfg.nccl_lib : "libnccl.so.2";
+	void *h = cmx_cuda_present ? dlopen(name, RTLD_NOW | RTLD_LOCAL) : NULL;
+	if (!h) {
+		cmx_log(0, "NCCL not available (%s): device collectives take the staged path", cmx_cuda_present ? dlerror() : "no CUDA driver");
+		return;
+	}
+#define SYM(f) (*(void **)&nc.f = dlsym(h, "nccl" #f))
+	SYM(GetUniqueId), SYM(CommInitRank), SYM(CommDestroy), SYM(AllReduce), SYM(Reduce), SYM(Broadcast);
+	SYM(AllGather), SYM(ReduceScatter), SYM(Send), SYM(Recv), SYM(GroupStart), SYM(GroupEnd);
+	SYM(GetErrorString), SYM(GetVersion);
+#undef SYM
+	loaded = nc.GetUniqueId && nc.CommInitRank && nc.AllReduce && nc.Send && nc.Recv && nc.GroupEnd && nc.GetErrorString;
+	int v = 0;
+	if (nc.GetVersion)
+		nc.GetVersion(&v);
+	cmx_log(loaded ? 1 : 0, "NCCL %s: version %d", loaded ? "loaded" : "incomplete, not used", v);
+}
+
+int cmx_nccl_load(void)
+{
+	pthread_once(&load_once, load);
+	return loaded;
+}
+
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static cmx_comm *with_nccl;
+
+/* setup creates the NCCL communicator of c. It is collective over c, and
+ * every rank takes the same branches: readiness is agreed with PMPI before
+ * NCCL is initialised and success agreed after. */
+static void setup(cmx_comm *c, const void *buf)
+{
+	int ok = cmx_nccl_load() && cmx_cuda_ctx_for(buf), all = 0;
+	cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle);
+	c->nccl_state = -1;
+	if (!all)
+		return;
+	struct {
+		int ok;
+		nccl_id id;
+	} msg;
+	memset(&msg, 0, sizeof msg);
+	if (c->rank == 0)
+		msg.ok = nc.GetUniqueId(&msg.id) == 0;
+	cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle);
+	if (!msg.ok)
+		return;
+	c->stream = cmx_cuda_stream_new();
+	int r = c->stream ? nc.CommInitRank(&c->nccl, c->size, msg.id, c->rank) : -1;
+	ok = r == 0;
+	cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle);
+	if (!all) {
+		cmx_log(0, "NCCL communicator set-up failed (%s): this communicator's device collectives take the staged path",
+			r == 0 ? "on another rank" : (r > 0 ? nc.GetErrorString(r) : "no stream"));
+		cmx_nccl_release(c);
+		c->nccl_state = -1;
+		return;
+	}
+	c->nccl_state = 1;
+	pthread_mutex_lock(&list_mu);
+	c->next = with_nccl;
+	with_nccl = c;
+	pthread_mutex_unlock(&list_mu);
+}
+
+void cmx_nccl_release(cmx_comm *c)
+{
+	if (!c || (!c->nccl && !c->stream))
+		return;
+	pthread_mutex_lock(&list_mu);
+	for (cmx_comm **p = &with_nccl; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&list_mu);
+	if (c->nccl)
+		nc.CommDestroy(c->nccl);
+	cmx_cuda_free(c->scratch);
+	cmx_cuda_stream_free(c->stream);
+	c->nccl = c->stream = c->scratch = NULL;
+	c->scratch_cap = 0;
+	c->nccl_state = -1;
+}
+
+void cmx_nccl_release_all(void)
+{
+	while (with_nccl)
+		cmx_nccl_release(with_nccl);
+}
+
+static void *scratch(cmx_comm *c, size_t n)
+{
+	if (c->scratch_cap < n) {
+		cmx_cuda_free(c->scratch);
+		c->scratch = cmx_cuda_malloc(n);
+		c->scratch_cap = c->scratch ? n : 0;
+	}
+	return c->scratch;
+}
+
+/* element size for data movement: predefined, contiguous types only */
+static int move_size(cmx_h t)
+{
+	int kind, size;
+	if (!cmx_dtype_info(t, &kind, &size) || kind == CMX_KIND_PAIR)
+		return 0;
+	return size;
+}
+
+#define BYTES(p, off) ((char *)(p) + (off))
+#define CK(x)                      \
+	do {                       \
+		if ((r = (x)) != 0) \
+			goto done;  \
+	} while (0)
+
+/* enqueue runs one collective on NCCL; returns an ncclResult_t, or -2 when
+ * NCCL cannot express the call. */
+static int enqueue(cmx_comm *c, const cmx_args *a)
+{
+	const int me = c->rank, n = c->size, ip = a->sbuf == cmx_abi.in_place, L = a->large;
+	nccl_comm nk = c->nccl;
+	void *st = c->stream;
+	int kind, size, r = 0;
+	switch (a->coll) {
+	case CMX_COLL_ALLREDUCE:
+	case CMX_COLL_REDUCE:
+	case CMX_COLL_REDUCE_SCATTER_BLOCK:
+	case CMX_COLL_REDUCE_SCATTER: {
+		int op = cmx_op_info(a->op);
+		if (!cmx_dtype_info(a->rtype, &kind, &size) || nccl_type[kind] < 0 || nccl_op(op) < 0 || !cmx_op_valid[op][kind])
+			return -2;
+		int dt = nccl_type[kind], o = nccl_op(op);
+		const void *s = ip ? a->rbuf : a->sbuf;
+		if (a->coll == CMX_COLL_ALLREDUCE)
+			return nc.AllReduce(s, a->rbuf, (size_t)a->rcount, dt, o, nk, st);
+		if (a->coll == CMX_COLL_REDUCE)
+			return nc.Reduce((ip && me == a->root) ? a->rbuf : a->sbuf, a->rbuf, (size_t)a->rcount, dt, o, a->root, nk, st);
+		if (a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK) {
+			size_t blk = (size_t)a->rcount * (size_t)size;
+			if (!ip)
+				return nc.ReduceScatter(s, a->rbuf, (size_t)a->rcount, dt, o, nk, st);
+			/* MPI leaves an in-place result at the start of recvbuf,
+			 * NCCL at this rank's block: run in NCCL's layout, then move */
+			CK(nc.ReduceScatter(a->rbuf, BYTES(a->rbuf, me * blk), (size_t)a->rcount, dt, o, nk, st));
+			return me && !cmx_cuda_copy(a->rbuf, BYTES(a->rbuf, me * blk), blk, st) ? -1 : 0;
+		}
+		/* reduce_scatter: one reduce per block, rooted at its owner */
+		size_t off = 0, mine = 0;
+		void *tmp = NULL;
+		if (ip) {
+			for (int j = 0; j < me; j++)
+				mine += (size_t)cmx_at(a->rcounts, j, L) * size;
+			if (!(tmp = scratch(c, (size_t)cmx_at(a->rcounts, me, L) * size + 1)))
+				return -1;
+		}
+		CK(nc.GroupStart());
+		for (int j = 0; j < n; j++) {
+			size_t cnt = (size_t)cmx_at(a->rcounts, j, L);
+			void *out = j == me ? (ip ? tmp : a->rbuf) : NULL;
+			if ((r = nc.Reduce(BYTES(s, off), out, cnt, dt, o, j, nk, st)) != 0)
+				break;
+			off += cnt * size;
+		}
+		int r2 = nc.GroupEnd();
+		if (r || r2)
+			return r ? r : r2;
+		(void)mine;
+		return ip && !cmx_cuda_copy(a->rbuf, tmp, (size_t)cmx_at(a->rcounts, me, L) * size, st) ? -1 : 0;
+	}
+	case CMX_COLL_BCAST:
+		if (!(size = move_size(a->rtype)))
+			return -2;
+		return nc.Broadcast(a->rbuf, a->rbuf, (size_t)a->rcount * size, NCCL_UINT8, a->root, nk, st);
+	case CMX_COLL_ALLGATHER: {
+		if (!(size = move_size(a->rtype)))
+			return -2;
+		size_t blk = (size_t)a->rcount * size;
+		return nc.AllGather(ip ? BYTES(a->rbuf, me * blk) : a->sbuf, a->rbuf, blk, NCCL_UINT8, nk, st);
+	}
+	default:
+		break;
+	}
+	/* the rest are point-to-point patterns in one NCCL group. MPI_IN_PLACE
+	 * is the send buffer, except in scatter, where the root passes it as
+	 * the receive buffer. */
+	const int ip_r = a->rbuf == cmx_abi.in_place;
+	int ss = ip ? 0 : move_size(a->stype), rs = ip_r ? 0 : move_size(a->rtype);
+	int root = a->root;
+	const char *sb = ip ? NULL : a->sbuf;
+	char *rb = ip_r ? NULL : a->rbuf;
+	int need_s = 0, need_r = 0;
+	switch (a->coll) {
+	case CMX_COLL_ALLGATHERV:
+	case CMX_COLL_ALLTOALL:
+	case CMX_COLL_ALLTOALLV:
+		need_s = !ip, need_r = 1;
+		break;
+	case CMX_COLL_GATHER:
+	case CMX_COLL_GATHERV:
+		need_s = !ip, need_r = me == root;
+		break;
+	case CMX_COLL_SCATTER:
+	case CMX_COLL_SCATTERV:
+		need_s = me == root, need_r = !ip_r;
+		break;
+	default:
+		return -2;
+	}
+	/* the types that matter on this rank must be plain predefined ones */
+	if ((need_s && !ss) || (need_r && !rs))
+		return -2;
+	if (ip && (a->coll == CMX_COLL_ALLTOALL || a->coll == CMX_COLL_ALLTOALLV)) {
+		/* in place: send from a copy of the receive buffer */
+		size_t span = 0;
+		for (int j = 0; j < n; j++) {
+			size_t d = a->coll == CMX_COLL_ALLTOALL ? (size_t)j * a->rcount : (size_t)cmx_at(a->rdispls, j, L);
+			size_t k = a->coll == CMX_COLL_ALLTOALL ? (size_t)a->rcount : (size_t)cmx_at(a->rcounts, j, L);
+			if ((d + k) * rs > span)
+				span = (d + k) * rs;
+		}
+		char *tmp = scratch(c, span + 1);
+		if (!tmp || !cmx_cuda_copy(tmp, rb, span, st))
+			return -1;
+		sb = tmp, ss = rs;
+	}
+	CK(nc.GroupStart());
+	for (int j = 0; j < n; j++) {
+		size_t sc = 0, so = 0, rc = 0, ro = 0; /* bytes to send to j / receive from j, and offsets */
+		int send = 0, recv = 0;
+		switch (a->coll) {
+		case CMX_COLL_ALLGATHERV:
+			send = 1, recv = 1;
+			sc = ip ? (size_t)cmx_at(a->rcounts, me, L) * rs : (size_t)a->scount * ss;
+			rc = (size_t)cmx_at(a->rcounts, j, L) * rs, ro = (size_t)cmx_at(a->rdispls, j, L) * rs;
+			if (ip)
+				sb = rb + (size_t)cmx_at(a->rdispls, me, L) * rs;
+			break;
+		case CMX_COLL_GATHER:
+		case CMX_COLL_GATHERV:
+			send = j == root;
+			recv = me == root;
+			sc = ip ? 0 : (size_t)a->scount * ss;
+			if (recv) {
+				int v = a->coll == CMX_COLL_GATHERV;
+				rc = v ? (size_t)cmx_at(a->rcounts, j, L) * rs : (size_t)a->rcount * rs;
+				ro = v ? (size_t)cmx_at(a->rdispls, j, L) * rs : (size_t)j * a->rcount * rs;
+			}
+			break;
+		case CMX_COLL_SCATTER:
+		case CMX_COLL_SCATTERV: {
+			int v = a->coll == CMX_COLL_SCATTERV;
+			send = me == root;
+			recv = j == root;
+			if (send) {
+				sc = v ? (size_t)cmx_at(a->scounts, j, L) * ss : (size_t)a->scount * ss;
+				so = v ? (size_t)cmx_at(a->sdispls, j, L) * ss : (size_t)j * a->scount * ss;
+			}
+			rc = ip_r ? 0 : (size_t)a->rcount * rs;
+			break;
+		}
+		case CMX_COLL_ALLTOALL:
+			send = recv = 1;
+			sc = (size_t)(ip ? a->rcount : a->scount) * ss, so = j * sc;
+			rc = (size_t)a->rcount * rs, ro = j * rc;
+			break;
+		case CMX_COLL_ALLTOALLV: {
+			const void *cnt = ip ? a->rcounts : a->scounts, *dsp = ip ? a->rdispls : a->sdispls;
+			send = recv = 1;
+			sc = (size_t)cmx_at(cnt, j, L) * ss, so = (size_t)cmx_at(dsp, j, L) * ss;
+			rc = (size_t)cmx_at(a->rcounts, j, L) * rs, ro = (size_t)cmx_at(a->rdispls, j, L) * rs;
+			break;
+		}
+		}
+		if (j == me) {
+			/* the rank's own block: a local copy, nothing when in place */
+			if (send && recv && !ip && !ip_r && rc && !cmx_cuda_copy(rb + ro, sb + so, rc, st)) {
+				r = -1;
+				break;
+			}
+			continue;
+		}
+		if (send && sc && (r = nc.Send(sb + so, sc, NCCL_UINT8, j, nk, st)) != 0)
+			break;
+		if (recv && rc && (r = nc.Recv(rb + ro, rc, NCCL_UINT8, j, nk, st)) != 0)
+			break;
+	}
+	{
+		int r2 = nc.GroupEnd();
+		if (!r)
+			r = r2;
+	}
+done:
+	return r;
+}
+
+int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
+{
+	if (c->inter || c->nccl_state < 0)
+		return 0;
+	const void *any = a->rbuf && a->rbuf != cmx_abi.in_place ? a->rbuf : a->sbuf;
+	if (c->nccl_state == 0)
+		setup(c, any);
+	if (c->nccl_state != 1 || !cmx_cuda_ctx_for(any))
+		return 0;
+	int r = enqueue(c, a);
+	if (r == -2)
+		return 0; /* not expressible: the dispatcher stages it */
+	if (r == 0 && !cmx_cuda_sync(c->stream))
+		r = -1;
+	if (r != 0) {
+		fprintf(stderr, "collmux: %s on rank %d of %d failed in NCCL: %s\n", cmx_fn_names[a->fn], c->rank, c->size,
+			r > 0 ? nc.GetErrorString(r) : "CUDA error");
+		*rc = cmx_error(a->comm, cmx_abi.err_other);
+		return 1;
+	}
+	*rc = 0;
+	return 1;
+}

@@ -1,0 +1,140 @@
+/*
+ * staged.c: the staged backend. Device buffers are copied to pinned host
+ * memory, the call runs on the real MPI with host pointers, and results are
+ * copied back. It expresses everything MPI does (scans, MAXLOC, user ops,
+ * derived datatypes, mixed host/device arguments), at host speed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmx.h"
+
+/* byte range [lo, hi) that `count` elements of dtype starting at element
+ * displacement disp occupy relative to the buffer */
+static int block(cmx_h dtype, int64_t disp, int64_t count, int64_t *lo, int64_t *hi)
+{
+	if (count <= 0)
+		return 1;
+	int kind, size;
+	cmx_aint lb = 0, ext, tlb = 0, text;
+	if (cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR) {
+		ext = text = size;
+	} else if (cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 || cmx_px.Type_get_true_extent(dtype, &tlb, &text) != 0) {
+		return 0;
+	}
+	int64_t l = disp * ext + tlb, h = l + (count - 1) * ext + text;
+	if (*lo > *hi || l < *lo)
+		*lo = l;
+	if (h > *hi)
+		*hi = h;
+	return 1;
+}
+
+/* The region of the send (which=0) or receive (which=1) buffer this rank's
+ * call reads or writes. Empty (lo > hi) when the buffer is not significant. */
+static int region(const cmx_args *a, const cmx_comm *c, int which, int64_t *lo, int64_t *hi)
+{
+	const int n = c->size, me = c->rank, L = a->large, root = me == a->root;
+	const int ip = a->sbuf == cmx_abi.in_place;
+	cmx_h t = which ? a->rtype : a->stype;
+	*lo = 1, *hi = 0;
+	if ((which ? a->rbuf : a->sbuf) == cmx_abi.in_place || (!which && ip))
+		return 1;
+	int64_t cnt = which ? a->rcount : a->scount;
+	const void *cnts = which ? a->rcounts : a->scounts, *dsps = which ? a->rdispls : a->sdispls;
+	switch (a->coll) {
+	case CMX_COLL_REDUCE:
+		return (which && !root) ? 1 : block(t, 0, cnt, lo, hi);
+	case CMX_COLL_ALLGATHER:
+	case CMX_COLL_ALLTOALL:
+		return block(t, 0, which ? n * cnt : (a->coll == CMX_COLL_ALLTOALL ? n * cnt : cnt), lo, hi);
+	case CMX_COLL_GATHER:
+		return which ? (root ? block(t, 0, n * cnt, lo, hi) : 1) : block(t, 0, cnt, lo, hi);
+	case CMX_COLL_SCATTER:
+		return which ? block(t, 0, cnt, lo, hi) : (root ? block(t, 0, n * cnt, lo, hi) : 1);
+	case CMX_COLL_ALLGATHERV:
+	case CMX_COLL_GATHERV:
+	case CMX_COLL_SCATTERV:
+	case CMX_COLL_ALLTOALLV: {
+		int vec = which ? a->coll != CMX_COLL_SCATTERV : (a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV);
+		int sig = vec && (a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV) ? root : 1;
+		if (!vec)
+			return block(t, 0, cnt, lo, hi);
+		for (int j = 0; sig && j < n; j++)
+			if (!block(t, cmx_at(dsps, j, L), cmx_at(cnts, j, L), lo, hi))
+				return 0;
+		return 1;
+	}
+	case CMX_COLL_REDUCE_SCATTER_BLOCK:
+		return block(t, 0, (!which || ip) ? n * a->rcount : a->rcount, lo, hi);
+	case CMX_COLL_REDUCE_SCATTER: {
+		int64_t sum = 0;
+		for (int j = 0; j < n; j++)
+			sum += cmx_at(a->rcounts, j, L);
+		return block(t, 0, (!which || ip) ? sum : cmx_at(a->rcounts, me, L), lo, hi);
+	}
+	case CMX_COLL_BARRIER:
+		return 1;
+	default: /* allreduce, bcast, scan, exscan: one count of one type */
+		return block(t, 0, cnt, lo, hi);
+	}
+}
+
+/* per-thread pinned staging memory, grown on demand */
+static __thread char *stage;
+static __thread size_t stage_cap;
+
+static char *staging(size_t n)
+{
+	if (stage_cap < n) {
+		cmx_cuda_host_free(stage);
+		stage = cmx_cuda_host_alloc(n);
+		stage_cap = stage ? n : 0;
+	}
+	return stage;
+}
+
+int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
+{
+	if (c->inter)
+		return 0;
+	const char *buf[2] = {a->sbuf, a->rbuf};
+	int64_t lo[2], hi[2];
+	int dev[2];
+	size_t len[2] = {0, 0};
+	for (int w = 0; w < 2; w++) {
+		if (!region(a, c, w, &lo[w], &hi[w]))
+			return 0;
+		dev[w] = lo[w] <= hi[w] && buf[w] != cmx_abi.in_place && cmx_mem_kind(buf[w]) == CMX_MEM_DEVICE;
+		if (dev[w])
+			len[w] = (size_t)(hi[w] - lo[w]);
+	}
+	if (a->coll == CMX_COLL_BCAST)
+		dev[0] = 0, len[0] = 0; /* one buffer, staged once as the receive buffer */
+	if (!dev[0] && !dev[1])
+		return 0;
+	if (!cmx_cuda_ctx_for(dev[1] ? buf[1] : buf[0]))
+		return 0;
+	char *h = staging(len[0] + len[1] + 1);
+	if (!h)
+		return 0;
+	char *hb[2] = {h, h + len[0]};
+	for (int w = 0; w < 2; w++)
+		if (dev[w] && !cmx_cuda_copy(hb[w], buf[w] + lo[w], len[w], NULL))
+			return 0;
+	if (!cmx_cuda_sync(NULL))
+		return 0;
+	cmx_args b = *a;
+	if (dev[0])
+		b.sbuf = hb[0] - lo[0];
+	if (dev[1])
+		b.rbuf = hb[1] - lo[1];
+	if (a->coll == CMX_COLL_BCAST)
+		b.sbuf = b.rbuf;
+	*rc = cmx_forward(&b);
+	if (*rc == 0 && dev[1] && (!cmx_cuda_copy((char *)a->rbuf + lo[1], hb[1], len[1], NULL) || !cmx_cuda_sync(NULL))) {
+		*rc = cmx_error(a->comm, cmx_abi.err_other);
+		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
+	}
+	return 1;
+}
