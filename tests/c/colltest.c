@@ -17,6 +17,71 @@
 
 static int rank, size, failures;
 
+/* With -DCOLLTEST_CUDA every test buffer has a device mirror (cudaMalloc):
+ * CALL copies all buffers to their mirrors, makes the MPI call with the
+ * mirrors (D maps a host pointer into its mirror), and copies them back,
+ * so the same checks and digests hold for device buffers. */
+#ifdef COLLTEST_CUDA
+#include "../gpu/gpu_common.h"
+#define NTRACK 16
+static struct {
+	char *h, *d;
+	size_t n;
+} track[NTRACK];
+static void *tcalloc(size_t k, size_t sz)
+{
+	size_t n = (k * sz) > 0 ? k * sz : 1;
+	for (int i = 0; i < NTRACK; i++)
+		if (!track[i].h) {
+			track[i].h = calloc(1, n);
+			track[i].n = n;
+			if (cudaMalloc((void **)&track[i].d, n) != cudaSuccess) {
+				fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
+				MPI_Abort(MPI_COMM_WORLD, 2);
+			}
+			return track[i].h;
+		}
+	fprintf(stderr, "colltest: too many live buffers\n");
+	MPI_Abort(MPI_COMM_WORLD, 2);
+	return NULL;
+}
+static void tfree(void *p)
+{
+	for (int i = 0; i < NTRACK; i++)
+		if (p && track[i].h == p) {
+			free(track[i].h);
+			cudaFree(track[i].d);
+			track[i].h = NULL;
+		}
+}
+static void *D(const void *p)
+{
+	for (int i = 0; i < NTRACK; i++)
+		if (track[i].h && (const char *)p >= track[i].h && (const char *)p < track[i].h + track[i].n)
+			return track[i].d + ((const char *)p - track[i].h);
+	return (void *)p; /* MPI_IN_PLACE, NULL */
+}
+static void copy_all(int to_device)
+{
+	for (int i = 0; i < NTRACK; i++)
+		if (track[i].h)
+			cudaMemcpy(to_device ? (void *)track[i].d : track[i].h, to_device ? (void *)track[i].h : track[i].d, track[i].n,
+				   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+}
+#define CALL(x) (copy_all(1), (x), copy_all(0))
+#define MALLOC(n) tcalloc(1, (n))
+#define CALLOC(k, n) tcalloc((k), (n))
+#define FREE(p) tfree(p)
+#define CHURN_ITERS 12 /* each new communicator sets up NCCL */
+#else
+#define D(p) (p)
+#define CALL(x) (x)
+#define MALLOC(n) malloc(n)
+#define CALLOC(k, n) calloc((k), (n))
+#define FREE(p) free(p)
+#define CHURN_ITERS 300
+#endif
+
 /* ---- element types ---- */
 enum { I8, U8, I16, U16, I32, U32, I64, U64, F32, F64, BOOL, NKIND };
 static const char *kname[NKIND] = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float", "double", "bool"};
@@ -172,11 +237,11 @@ static void test_reductions(MPI_Comm comm, const char *cname)
 				for (int inplace = 0; inplace < 2; inplace++) {
 					long n = counts[ci];
 					size_t es = ksize(k);
-					char *in = malloc(es * (size_t)(n * s + 1)), *out = malloc(es * (size_t)(n * s + 1));
+					char *in = MALLOC(es * (size_t)(n * s + 1)), *out = MALLOC(es * (size_t)(n * s + 1));
 					/* allreduce */
 					for (long i = 0; i < n; i++)
 						set(k, inplace ? out : in, i, input(o, k, r, i));
-					MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					CALL(MPI_Allreduce(D(inplace ? MPI_IN_PLACE : in), D(out), (int)n, ktype(k), otype(o), comm));
 					for (long i = 0; i < n; i++)
 						CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, i), "%s allreduce %s %s n=%ld ip=%d i=%ld got %ld want %ld", cname, kname[k], oname[o], n, inplace, i, get(k, out, i), reduce_ref(o, k, 0, s, i));
 					snprintf(name, sizeof name, "%s.allreduce.%s.%s.%ld%s", cname, kname[k], oname[o], n, inplace ? ".ip" : "");
@@ -188,33 +253,33 @@ static void test_reductions(MPI_Comm comm, const char *cname)
 					int root = s - 1;
 					for (long i = 0; i < n; i++)
 						set(k, (inplace && r == root) ? out : in, i, input(o, k, r, i));
-					MPI_Reduce((inplace && r == root) ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), root, comm);
+					CALL(MPI_Reduce(D((inplace && r == root) ? MPI_IN_PLACE : in), D(out), (int)n, ktype(k), otype(o), root, comm));
 					if (r == root)
 						for (long i = 0; i < n; i++)
 							CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, i), "%s reduce %s %s i=%ld", cname, kname[k], oname[o], i);
 					/* scan and exscan */
 					for (long i = 0; i < n; i++)
 						set(k, inplace ? out : in, i, input(o, k, r, i));
-					MPI_Scan(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					CALL(MPI_Scan(D(inplace ? MPI_IN_PLACE : in), D(out), (int)n, ktype(k), otype(o), comm));
 					for (long i = 0; i < n; i++)
 						CHECK(get(k, out, i) == reduce_ref(o, k, 0, r + 1, i), "%s scan %s %s i=%ld", cname, kname[k], oname[o], i);
 					for (long i = 0; i < n; i++)
 						set(k, inplace ? out : in, i, input(o, k, r, i));
-					MPI_Exscan(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					CALL(MPI_Exscan(D(inplace ? MPI_IN_PLACE : in), D(out), (int)n, ktype(k), otype(o), comm));
 					if (r > 0)
 						for (long i = 0; i < n; i++)
 							CHECK(get(k, out, i) == reduce_ref(o, k, 0, r, i), "%s exscan %s %s i=%ld", cname, kname[k], oname[o], i);
 					/* reduce_scatter_block: n elements per rank */
 					for (long i = 0; i < n * s; i++)
 						set(k, inplace ? out : in, i, input(o, k, r, i));
-					MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : in, out, (int)n, ktype(k), otype(o), comm);
+					CALL(MPI_Reduce_scatter_block(D(inplace ? MPI_IN_PLACE : in), D(out), (int)n, ktype(k), otype(o), comm));
 					for (long i = 0; i < n; i++)
 						CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, r * n + i), "%s reduce_scatter_block %s %s i=%ld", cname, kname[k], oname[o], i);
 					snprintf(name, sizeof name, "%s.rsb.%s.%s%s", cname, kname[k], oname[o], inplace ? ".ip" : "");
 					report(name, out, es * (size_t)n, comm);
 					/* reduce_scatter with uneven counts: rank j gets j+1 elements */
 					{
-						int *rc = malloc(sizeof(int) * (size_t)s), tot = 0, off = 0;
+						int *rc = MALLOC(sizeof(int) * (size_t)s), tot = 0, off = 0;
 						for (int j = 0; j < s; j++) {
 							rc[j] = j + 1;
 							if (j < r)
@@ -223,14 +288,14 @@ static void test_reductions(MPI_Comm comm, const char *cname)
 						}
 						for (long i = 0; i < tot; i++)
 							set(k, inplace ? out : in, i, input(o, k, r, i));
-						MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : in, out, rc, ktype(k), otype(o), comm);
+						CALL(MPI_Reduce_scatter(D(inplace ? MPI_IN_PLACE : in), D(out), rc, ktype(k), otype(o), comm));
 						for (long i = 0; i < rc[r]; i++)
 							CHECK(get(k, out, i) == reduce_ref(o, k, 0, s, off + i), "%s reduce_scatter %s %s i=%ld", cname, kname[k], oname[o], i);
-						free(rc);
+						FREE(rc);
 					}
 				next:
-					free(in);
-					free(out);
+					FREE(in);
+					FREE(out);
 				}
 		}
 }
@@ -238,17 +303,15 @@ static void test_reductions(MPI_Comm comm, const char *cname)
 /* MAXLOC / MINLOC on MPI_DOUBLE_INT */
 static void test_loc(MPI_Comm comm)
 {
-	struct {
+	struct di {
 		double v;
 		int i;
-	} in[5], out[5];
-	memset(in, 0, sizeof in); /* padding is part of the digest */
-	memset(out, 0, sizeof out);
+	} *in = CALLOC(5, sizeof(struct di)), *out = CALLOC(5, sizeof(struct di)); /* zeroed: padding is part of the digest */
 	for (int j = 0; j < 5; j++) {
 		in[j].v = (double)((rank * 3 + j) % 4); /* ties resolve to the lowest index */
 		in[j].i = rank;
 	}
-	MPI_Allreduce(in, out, 5, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
+	CALL(MPI_Allreduce(D(in), D(out), 5, MPI_DOUBLE_INT, MPI_MAXLOC, comm));
 	for (int j = 0; j < 5; j++) {
 		double best = -1;
 		int who = -1;
@@ -257,9 +320,10 @@ static void test_loc(MPI_Comm comm)
 				best = (double)((r * 3 + j) % 4), who = r;
 		CHECK(out[j].v == best && out[j].i == who, "maxloc j=%d got (%g,%d) want (%g,%d)", j, out[j].v, out[j].i, best, who);
 	}
-	report("world.allreduce.double_int.maxloc", out, sizeof out, comm);
-	MPI_Allreduce(in, out, 5, MPI_DOUBLE_INT, MPI_MINLOC, comm);
-	report("world.allreduce.double_int.minloc", out, sizeof out, comm);
+	report("world.allreduce.double_int.maxloc", out, 5 * sizeof *out, comm);
+	CALL(MPI_Allreduce(D(in), D(out), 5, MPI_DOUBLE_INT, MPI_MINLOC, comm));
+	report("world.allreduce.double_int.minloc", out, 5 * sizeof *out, comm);
+	FREE(in), FREE(out);
 }
 
 /* A user-defined, non-commutative op: 2x2 integer matrix product mod 1009.
@@ -283,9 +347,9 @@ static void test_user_op(MPI_Comm comm)
 	MPI_Type_contiguous(4, MPI_LONG, &mat);
 	MPI_Type_commit(&mat);
 	MPI_Op_create(matmul, 0, &op);
-	long in[4], out[4], want[4], m[4];
+	long *in = CALLOC(4, sizeof(long)), *out = CALLOC(4, sizeof(long)), want[4], m[4];
 	mat_of(rank, in);
-	MPI_Allreduce(in, out, 1, mat, op, comm);
+	CALL(MPI_Allreduce(D(in), D(out), 1, mat, op, comm));
 	mat_of(0, want);
 	for (int r = 1; r < size; r++) {
 		int one = 1;
@@ -293,13 +357,14 @@ static void test_user_op(MPI_Comm comm)
 		matmul(want, m, &one, NULL); /* m = want * m */
 		memcpy(want, m, sizeof m);
 	}
-	CHECK(memcmp(out, want, sizeof out) == 0, "user op allreduce got [%ld %ld %ld %ld] want [%ld %ld %ld %ld]", out[0], out[1], out[2], out[3], want[0], want[1], want[2], want[3]);
-	report("world.allreduce.user_noncommutative", out, sizeof out, comm);
-	MPI_Scan(in, out, 1, mat, op, comm);
-	report("world.scan.user_noncommutative", out, sizeof out, comm);
-	MPI_Reduce(in, out, 1, mat, op, 0, comm);
+	CHECK(memcmp(out, want, sizeof want) == 0, "user op allreduce got [%ld %ld %ld %ld] want [%ld %ld %ld %ld]", out[0], out[1], out[2], out[3], want[0], want[1], want[2], want[3]);
+	report("world.allreduce.user_noncommutative", out, sizeof want, comm);
+	CALL(MPI_Scan(D(in), D(out), 1, mat, op, comm));
+	report("world.scan.user_noncommutative", out, sizeof want, comm);
+	CALL(MPI_Reduce(D(in), D(out), 1, mat, op, 0, comm));
 	if (rank == 0)
-		CHECK(memcmp(out, want, sizeof out) == 0, "user op reduce");
+		CHECK(memcmp(out, want, sizeof want) == 0, "user op reduce");
+	FREE(in), FREE(out);
 	MPI_Op_free(&op);
 	MPI_Type_free(&mat);
 }
@@ -317,15 +382,15 @@ static void test_movement(MPI_Comm comm, const char *cname)
 	MPI_Datatype strided; /* every other int: a non-contiguous derived type */
 	for (unsigned ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
 		int n = counts[ci], root = s > 1 ? 1 : 0;
-		int *sb = calloc((size_t)(2 * n * s + 2), sizeof(int)), *rb = calloc((size_t)(2 * n * s + 2), sizeof(int));
-		int *cnt = malloc(sizeof(int) * (size_t)s), *dsp = malloc(sizeof(int) * (size_t)s);
+		int *sb = CALLOC((size_t)(2 * n * s + 2), sizeof(int)), *rb = CALLOC((size_t)(2 * n * s + 2), sizeof(int));
+		int *cnt = MALLOC(sizeof(int) * (size_t)s), *dsp = MALLOC(sizeof(int) * (size_t)s);
 		MPI_Type_vector(n > 0 ? n : 1, 1, 2, MPI_INT, &strided);
 		MPI_Type_commit(&strided);
 		for (int ip = 0; ip < 2; ip++) {
 			/* bcast */
 			for (int i = 0; i < n; i++)
 				rb[i] = r == root ? val(root, i) : -1;
-			MPI_Bcast(rb, n, MPI_INT, root, comm);
+			CALL(MPI_Bcast(D(rb), n, MPI_INT, root, comm));
 			for (int i = 0; i < n; i++)
 				CHECK(rb[i] == val(root, i), "%s bcast n=%d i=%d", cname, n, i);
 			/* allgather */
@@ -333,7 +398,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 				rb[i] = -1;
 			for (int i = 0; i < n; i++)
 				(ip ? rb + r * n : sb)[i] = val(r, i);
-			MPI_Allgather(ip ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, comm);
+			CALL(MPI_Allgather(D(ip ? MPI_IN_PLACE : sb), n, MPI_INT, D(rb), n, MPI_INT, comm));
 			for (int j = 0; j < s; j++)
 				for (int i = 0; i < n; i++)
 					CHECK(rb[j * n + i] == val(j, i), "%s allgather n=%d ip=%d j=%d i=%d got %d", cname, n, ip, j, i, rb[j * n + i]);
@@ -350,7 +415,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 				rb[i] = -1;
 			for (int i = 0; i < cnt[r]; i++)
 				(ip ? rb + dsp[r] : sb)[i] = val(r, i);
-			MPI_Allgatherv(ip ? MPI_IN_PLACE : sb, cnt[r], MPI_INT, rb, cnt, dsp, MPI_INT, comm);
+			CALL(MPI_Allgatherv(D(ip ? MPI_IN_PLACE : sb), cnt[r], MPI_INT, D(rb), cnt, dsp, MPI_INT, comm));
 			for (int j = 0; j < s; j++)
 				for (int i = 0; i < cnt[j]; i++)
 					CHECK(rb[dsp[j] + i] == val(j, i), "%s allgatherv n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
@@ -361,7 +426,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 				rb[i] = -1;
 			for (int i = 0; i < n; i++)
 				((ip && r == root) ? rb + r * n : sb)[i] = val(r, i);
-			MPI_Gather((ip && r == root) ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, root, comm);
+			CALL(MPI_Gather(D((ip && r == root) ? MPI_IN_PLACE : sb), n, MPI_INT, D(rb), n, MPI_INT, root, comm));
 			if (r == root)
 				for (int j = 0; j < s; j++)
 					for (int i = 0; i < n; i++)
@@ -370,7 +435,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 				rb[i] = -1;
 			for (int i = 0; i < cnt[r]; i++)
 				((ip && r == root) ? rb + dsp[r] : sb)[i] = val(r, i);
-			MPI_Gatherv((ip && r == root) ? MPI_IN_PLACE : sb, cnt[r], MPI_INT, rb, cnt, dsp, MPI_INT, root, comm);
+			CALL(MPI_Gatherv(D((ip && r == root) ? MPI_IN_PLACE : sb), cnt[r], MPI_INT, D(rb), cnt, dsp, MPI_INT, root, comm));
 			if (r == root)
 				for (int j = 0; j < s; j++)
 					for (int i = 0; i < cnt[j]; i++)
@@ -383,7 +448,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 					sb[j * n + i] = r == root ? val(j, i) : -1;
 			for (int i = 0; i < n; i++)
 				rb[i] = -1;
-			MPI_Scatter(sb, n, MPI_INT, (ip && r == root) ? MPI_IN_PLACE : rb, n, MPI_INT, root, comm);
+			CALL(MPI_Scatter(D(sb), n, MPI_INT, D((ip && r == root) ? MPI_IN_PLACE : rb), n, MPI_INT, root, comm));
 			if (!(ip && r == root))
 				for (int i = 0; i < n; i++)
 					CHECK(rb[i] == val(r, i), "%s scatter n=%d ip=%d i=%d got %d", cname, n, ip, i, rb[i]);
@@ -392,7 +457,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 					sb[dsp[j] + i] = r == root ? val(j, i) : -1;
 			for (int i = 0; i < cnt[r]; i++)
 				rb[i] = -1;
-			MPI_Scatterv(sb, cnt, dsp, MPI_INT, (ip && r == root) ? MPI_IN_PLACE : rb, cnt[r], MPI_INT, root, comm);
+			CALL(MPI_Scatterv(D(sb), cnt, dsp, MPI_INT, D((ip && r == root) ? MPI_IN_PLACE : rb), cnt[r], MPI_INT, root, comm));
 			if (!(ip && r == root))
 				for (int i = 0; i < cnt[r]; i++)
 					CHECK(rb[i] == val(r, i), "%s scatterv n=%d ip=%d i=%d", cname, n, ip, i);
@@ -400,7 +465,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 			for (int j = 0; j < s; j++)
 				for (int i = 0; i < n; i++)
 					(ip ? rb : sb)[j * n + i] = val(r, j * n + i);
-			MPI_Alltoall(ip ? MPI_IN_PLACE : sb, n, MPI_INT, rb, n, MPI_INT, comm);
+			CALL(MPI_Alltoall(D(ip ? MPI_IN_PLACE : sb), n, MPI_INT, D(rb), n, MPI_INT, comm));
 			for (int j = 0; j < s; j++)
 				for (int i = 0; i < n; i++)
 					CHECK(rb[j * n + i] == val(j, r * n + i), "%s alltoall n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
@@ -408,8 +473,8 @@ static void test_movement(MPI_Comm comm, const char *cname)
 			report(name, rb, sizeof(int) * (size_t)(n * s), comm);
 			/* alltoallv: rank r sends (r + j) % (n + 1) elements to rank j */
 			{
-				int *sc = malloc(sizeof(int) * (size_t)s), *sd = malloc(sizeof(int) * (size_t)s);
-				int *rc = malloc(sizeof(int) * (size_t)s), *rd = malloc(sizeof(int) * (size_t)s);
+				int *sc = MALLOC(sizeof(int) * (size_t)s), *sd = MALLOC(sizeof(int) * (size_t)s);
+				int *rc = MALLOC(sizeof(int) * (size_t)s), *rd = MALLOC(sizeof(int) * (size_t)s);
 				int so = 0, ro = 0;
 				for (int j = 0; j < s; j++) {
 					sc[j] = (r + j) % (n + 1), sd[j] = so, so += sc[j];
@@ -419,13 +484,13 @@ static void test_movement(MPI_Comm comm, const char *cname)
 				for (int j = 0; j < s; j++)
 					for (int i = 0; i < (ip ? rc[j] : sc[j]); i++)
 						(ip ? rb + rd[j] : sb + sd[j])[i] = val(r, j * 100 + i);
-				MPI_Alltoallv(ip ? MPI_IN_PLACE : sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, comm);
+				CALL(MPI_Alltoallv(D(ip ? MPI_IN_PLACE : sb), sc, sd, MPI_INT, D(rb), rc, rd, MPI_INT, comm));
 				for (int j = 0; j < s; j++)
 					for (int i = 0; i < rc[j]; i++)
 						CHECK(rb[rd[j] + i] == val(j, r * 100 + i), "%s alltoallv n=%d ip=%d j=%d i=%d", cname, n, ip, j, i);
 				snprintf(name, sizeof name, "%s.alltoallv.%d%s", cname, n, ip ? ".ip" : "");
 				report(name, rb, sizeof(int) * (size_t)ro, comm);
-				free(sc), free(sd), free(rc), free(rd);
+				FREE(sc), FREE(sd), FREE(rc), FREE(rd);
 			}
 		}
 		/* non-contiguous: send every other int, receive contiguous */
@@ -433,7 +498,7 @@ static void test_movement(MPI_Comm comm, const char *cname)
 			goto done;
 		for (int i = 0; i < 2 * n; i++)
 			sb[i] = (i % 2) ? -7 : val(r, i / 2);
-		MPI_Allgather(sb, 1, strided, rb, n, MPI_INT, comm);
+		CALL(MPI_Allgather(D(sb), 1, strided, D(rb), n, MPI_INT, comm));
 		for (int j = 0; j < s; j++)
 			for (int i = 0; i < n; i++)
 				CHECK(rb[j * n + i] == val(j, i), "%s allgather strided n=%d j=%d i=%d", cname, n, j, i);
@@ -441,12 +506,12 @@ static void test_movement(MPI_Comm comm, const char *cname)
 		report(name, rb, sizeof(int) * (size_t)(n * s), comm);
 		for (int i = 0; i < 2 * n; i++)
 			sb[i] = r == root ? ((i % 2) ? -7 : val(root, i / 2)) : -1;
-		MPI_Bcast(sb, 1, strided, root, comm);
+		CALL(MPI_Bcast(D(sb), 1, strided, root, comm));
 		for (int i = 0; i < n; i++)
 			CHECK(sb[2 * i] == val(root, i) && (r == root || sb[2 * i + 1] == -1), "%s bcast strided n=%d i=%d", cname, n, i);
 	done:
 		MPI_Type_free(&strided);
-		free(sb), free(rb), free(cnt), free(dsp);
+		FREE(sb), FREE(rb), FREE(cnt), FREE(dsp);
 	}
 	MPI_Barrier(comm);
 }
@@ -458,28 +523,32 @@ static void test_comm_churn(void)
 	int (*states)(void) = NULL;
 	*(void **)&states = dlsym(RTLD_DEFAULT, "collmux_comm_states");
 	int before = states ? states() : 0;
-	for (int it = 0; it < 300; it++) {
+	int *xy = CALLOC(2, sizeof(int));
+	for (int it = 0; it < CHURN_ITERS; it++) {
 		MPI_Comm c;
 		if (it % 2)
 			MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &c);
 		else
 			MPI_Comm_dup(MPI_COMM_WORLD, &c);
-		int x = rank + it, y = 0, cs;
-		MPI_Comm_size(c, &cs);
-		MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+		xy[0] = rank + it, xy[1] = 0;
+		CALL(MPI_Allreduce(D(&xy[0]), D(&xy[1]), 1, MPI_INT, MPI_SUM, c));
 		int want = 0;
 		for (int r = 0; r < size; r++)
 			if (it % 2 == 0 || r % 2 == rank % 2)
 				want += r + it;
-		CHECK(y == want, "churn it=%d got %d want %d", it, y, want);
+		CHECK(xy[1] == want, "churn it=%d got %d want %d", it, xy[1], want);
 		MPI_Comm_free(&c);
 	}
+	FREE(xy);
 	if (states)
 		CHECK(states() == before, "collmux per-communicator states leaked: %d before, %d after", before, states());
 }
 
 int main(int argc, char **argv)
 {
+#ifdef COLLTEST_CUDA
+	gpu_select(); /* one GPU per rank of a node, before MPI and NCCL start */
+#endif
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -501,19 +570,21 @@ int main(int argc, char **argv)
 #if MPI_VERSION >= 4
 	{ /* large-count twins */
 		MPI_Count n = 3;
-		long in[3] = {rank, rank + 1, rank + 2}, out[3];
-		MPI_Allreduce_c(in, out, n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		long *in = CALLOC(3, sizeof(long)), *out = CALLOC(3, sizeof(long));
+		for (int i = 0; i < 3; i++)
+			in[i] = rank + i;
+		CALL(MPI_Allreduce_c(D(in), D(out), n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
 		for (int i = 0; i < 3; i++)
 			CHECK(out[i] == (long)size * (size - 1) / 2 + (long)i * size, "allreduce_c i=%d", i);
-		MPI_Count *c = malloc(sizeof(MPI_Count) * (size_t)size);
-		MPI_Aint *d = malloc(sizeof(MPI_Aint) * (size_t)size);
-		long *sb = malloc(sizeof(long) * (size_t)size), *rb = malloc(sizeof(long) * (size_t)size);
+		MPI_Count *c = MALLOC(sizeof(MPI_Count) * (size_t)size);
+		MPI_Aint *d = MALLOC(sizeof(MPI_Aint) * (size_t)size);
+		long *sb = MALLOC(sizeof(long) * (size_t)size), *rb = MALLOC(sizeof(long) * (size_t)size);
 		for (int j = 0; j < size; j++)
 			c[j] = 1, d[j] = j, sb[j] = rank * 10 + j;
-		MPI_Alltoallv_c(sb, c, d, MPI_LONG, rb, c, d, MPI_LONG, MPI_COMM_WORLD);
+		CALL(MPI_Alltoallv_c(D(sb), c, d, MPI_LONG, D(rb), c, d, MPI_LONG, MPI_COMM_WORLD));
 		for (int j = 0; j < size; j++)
 			CHECK(rb[j] == j * 10 + rank, "alltoallv_c j=%d", j);
-		free(c), free(d), free(sb), free(rb);
+		FREE(c), FREE(d), FREE(sb), FREE(rb), FREE(in), FREE(out);
 	}
 #endif
 

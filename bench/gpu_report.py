@@ -1,0 +1,86 @@
+"""Turns gpu_bench CSV output into the results table (Markdown) and plots.
+
+usage: gpu_report.py collmux.csv staged.csv out_prefix "machine description"
+Checks issue targets: collmux >= 0.97 x direct NCCL busbw at >= 64 MiB,
+<= 2 us added at 8 B, >= 10 x the staged path at 64 MiB.
+"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def load(path):
+    rows = defaultdict(dict)  # (coll, bytes) -> path -> row
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            rows[(r["collective"], int(r["bytes"]))][r["path"]] = r
+    return rows
+
+
+def human(n):
+    for unit, v in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= v and n % v == 0:
+            return f"{n // v}{unit}"
+    return str(n)
+
+
+def main():
+    main_csv, staged_csv, prefix, machine = sys.argv[1:5]
+    rows = load(main_csv)
+    for k, v in load(staged_csv).items():
+        if "staged" in v:
+            rows[k]["staged"] = v["staged"]
+    colls = sorted({c for c, _ in rows}, key=lambda c: ["allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"].index(c))
+    out = [f"# Device-buffer collectives: collmux vs NCCL vs staged\n\n{machine}\n",
+           "Time in µs per blocking call (max over ranks), busbw in GB/s as nccl-tests computes it. "
+           "`nccl` is NCCL called directly by the same program on its own communicator, followed by a stream synchronisation "
+           "(what a blocking MPI call must also do). `staged` is collmux forced to the staged path with `COLLMUX_RULES='*:cuda:*:staged'`.\n"]
+    verdicts = []
+    for c in colls:
+        out.append(f"\n## {c}\n\n| bytes | nccl µs | collmux µs | added µs | nccl busbw | collmux busbw | ratio | staged µs | collmux speed-up vs staged |\n|---|---|---|---|---|---|---|---|---|")
+        for (cc, b) in sorted(k for k in rows if k[0] == c):
+            r = rows[(cc, b)]
+            if "nccl" not in r or "collmux" not in r:
+                continue
+            tn, tc = float(r["nccl"]["time_us"]), float(r["collmux"]["time_us"])
+            bn, bc = float(r["nccl"]["busbw_GBs"]), float(r["collmux"]["busbw_GBs"])
+            ratio = bc / bn if bn else 0
+            st = float(r["staged"]["time_us"]) if "staged" in r else None
+            out.append(f"| {human(b)} | {tn:.1f} | {tc:.1f} | {tc - tn:+.1f} | {bn:.1f} | {bc:.1f} | {ratio:.3f} | "
+                       f"{'' if st is None else f'{st:.1f}'} | {'' if st is None else f'{st / tc:.1f}x'} |")
+            if b >= 64 << 20:
+                verdicts.append((f"{c} {human(b)} busbw ratio {ratio:.3f} (target >= 0.97)", ratio >= 0.97))
+            if b == 8:
+                verdicts.append((f"{c} 8 B added latency {tc - tn:+.2f} us (target <= 2)", tc - tn <= 2))
+            if b == 64 << 20 and st is not None:
+                verdicts.append((f"{c} 64M speed-up vs staged {st / tc:.1f}x (target >= 10)", st / tc >= 10))
+    out.append("\n## Targets\n")
+    for text, ok in verdicts:
+        out.append(f"- {'met' if ok else 'MISSED'}: {text}")
+    with open(prefix + ".md", "w") as f:
+        f.write("\n".join(out) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4))
+        for ax, c in zip(axes, colls):
+            for path, style in (("nccl", "k--"), ("collmux", "b-"), ("staged", "r:")):
+                pts = sorted((b, float(r[path]["time_us"])) for (cc, b), r in rows.items() if cc == c and path in r)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=path)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(c)
+            ax.set_xlabel("bytes")
+            ax.set_ylabel("µs per call")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(prefix + ".png", dpi=80)
+    except ImportError:
+        pass
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

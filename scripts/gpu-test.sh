@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The GPU suite, run on the GPU machine from a libcollmux.so built elsewhere
+# (build/ carried along): device-buffer correctness on every collective
+# against the native host results, COLLMUX_CHECK, mpi4py with CuPy and
+# PyTorch, and the benchmark against NCCL. Everything lands in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/collmux-gpu}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+CUDA=${CUDA:-/usr/local/cuda}
+LIB=$PWD/build/libcollmux.so
+NGPU=$(nvidia-smi -L | wc -l)
+B=$(mktemp -d)
+PASS=0 FAIL=0
+result() { # result STATUS NAME
+  if [ "$1" = 0 ]; then PASS=$((PASS + 1)); echo "PASS $2"; else FAIL=$((FAIL + 1)); echo "FAIL $2"; fi
+}
+X=(-x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
+calls() { # calls STATS.json BACKEND -> total calls on that backend
+  python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['backend']==sys.argv[2]))" "$1" "$2" 2>/dev/null || echo 0
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvidia-smi topo -m | head -$((NGPU + 1))
+  echo "nccl: $(grep -m1 -E '#define NCCL_(MAJOR|MINOR|PATCH)' -h /usr/include/nccl.h >/dev/null && awk '/define NCCL_MAJOR/{a=$3}/define NCCL_MINOR/{b=$3}/define NCCL_PATCH/{c=$3}END{print a"."b"."c}' /usr/include/nccl.h)"
+  echo "mpi: $(mpirun --version 2>&1 | head -1)"
+  echo "cuda: $($CUDA/bin/nvcc --version | tail -2 | head -1)"
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+set -x
+mpicc -O1 -o $B/colltest tests/c/colltest.c
+mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/colltest_cuda tests/c/colltest.c -L$CUDA/lib64 -lcudart
+mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
+mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl
+set +x
+
+for np in $(seq 1 "$NGPU"); do
+  run $np $B/colltest > $B/host.$np 2>&1
+  run $np "${X[@]}" -x COLLMUX_STATS=$B/s.$np.json -x COLLMUX_CHECK=1 $B/colltest_cuda > $B/dev.$np 2> $B/dev.$np.err
+  rc=$?
+  cmp -s $B/host.$np $B/dev.$np && grep -q "$np ranks, 0 failures" $B/dev.$np && [ $rc = 0 ]
+  result $? "colltest on device buffers, $np ranks: same results as host MPI (COLLMUX_CHECK=1)"
+  [ $rc = 0 ] || { tail -20 $B/dev.$np.err; diff $B/host.$np $B/dev.$np | head -10; }
+  n=$(calls $B/s.$np.json nccl); s=$(calls $B/s.$np.json staged)
+  echo "  backends: nccl $n calls, staged $s calls"
+  [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
+  cp $B/s.$np.json "$OUT/colltest-stats-np$np.json"
+  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
+  cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
+done
+
+if [ "$NGPU" -ge 2 ]; then
+  timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
+  rc=$?
+  cat $B/mm | grep -v '^\[' | head -8
+  [ $rc != 0 ] && [ $rc != 124 ] && grep -q "disagree on the memory kind" $B/mm
+  result $? "COLLMUX_CHECK names the ranks that pass host and device buffers (exit $rc, no hang)"
+fi
+
+run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
+grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"
+[ "$(calls $B/py.json nccl)" -gt 0 ]; result $? "mpi4py device calls went to NCCL"
+grep -q "0 failures" $B/py || tail -30 $B/py
+
+echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
+
+if [ "${BENCH:-1}" = 1 ]; then
+  run "$NGPU" "${X[@]}" $B/gpu_bench > "$OUT/bench_collmux.csv" 2> $B/bench.err || tail $B/bench.err
+  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/gpu_bench $((64 << 20)) staged > "$OUT/bench_staged.csv" 2>> $B/bench.err || tail $B/bench.err
+  python3 bench/gpu_report.py "$OUT/bench_collmux.csv" "$OUT/bench_staged.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" > /dev/null
+  grep -A30 "## Targets" "$OUT/gpu-bench.md"
+fi
+[ "$FAIL" = 0 ]
