@@ -122,7 +122,7 @@ static void record(const cmx_args *a, const cmx_comm *c, int backend, uint64_t n
  * MPIs also rely on); COLLMUX_CHECK verifies it. */
 static int call_mem(const cmx_args *a, const cmx_comm *c)
 {
-	if (!cmx_cuda_up || a->coll == CMX_COLL_BARRIER)
+	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
 	int root = c && a->root == c->rank;
 	int s_sig = a->sbuf && a->sbuf != cmx_abi.in_place &&

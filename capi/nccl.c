@@ -236,7 +236,7 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 			return -2;
 		return nc.Broadcast(a->rbuf, a->rbuf, (size_t)a->rcount * size, NCCL_UINT8, a->root, nk, st);
 	case CMX_COLL_ALLGATHER: {
-		if (!(size = move_size(a->rtype)))
+		if (!(size = move_size(a->rtype)) || (!ip && !move_size(a->stype)))
 			return -2;
 		size_t blk = (size_t)a->rcount * size;
 		return nc.AllGather(ip ? BYTES(a->rbuf, me * blk) : a->sbuf, a->rbuf, blk, NCCL_UINT8, nk, st);

@@ -2,8 +2,22 @@
 #ifndef GPU_COMMON_H
 #define GPU_COMMON_H
 #include <cuda_runtime.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+/* GPU_TEST_BACKTRACE=1: print a backtrace on SIGSEGV (the Go runtime in
+ * libcollmux owns that signal, so MPI prints none); debugging only. */
+static void gpu_on_crash(int sig)
+{
+	void *pc[64];
+	int n = backtrace(pc, 64);
+	fprintf(stderr, "signal %d, backtrace:\n", sig);
+	backtrace_symbols_fd(pc, n, 2);
+	_exit(128 + sig);
+}
 
 /* Picks this rank's GPU (local rank modulo GPU count) before MPI starts. */
 static inline int gpu_select(void)
@@ -15,6 +29,8 @@ static inline int gpu_select(void)
 	cudaGetDeviceCount(&nd);
 	int dev = (lr ? atoi(lr) : 0) % (nd > 0 ? nd : 1);
 	cudaSetDevice(dev);
+	if (getenv("GPU_TEST_BACKTRACE"))
+		signal(SIGSEGV, gpu_on_crash);
 	return dev;
 }
 
