@@ -48,7 +48,7 @@ def main():
             st = float(r["staged"]["time_us"]) if "staged" in r else None
             out.append(f"| {human(b)} | {tn:.1f} | {tc:.1f} | {tc - tn:+.1f} | {bn:.1f} | {bc:.1f} | {ratio:.3f} | "
                        f"{'' if st is None else f'{st:.1f}'} | {'' if st is None else f'{st / tc:.1f}x'} |")
-            if b >= 64 << 20:
+            if b in (64 << 20, 1 << 30):
                 verdicts.append((f"{c} {human(b)} busbw ratio {ratio:.3f} (target >= 0.97)", ratio >= 0.97))
             if b == 8:
                 verdicts.append((f"{c} 8 B added latency {tc - tn:+.2f} us (target <= 2)", tc - tn <= 2))

@@ -335,14 +335,8 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 			break;
 		}
 		}
-		if (j == me) {
-			/* the rank's own block: a local copy, nothing when in place */
-			if (send && recv && !ip && !ip_r && rc && !cmx_cuda_copy(rb + ro, sb + so, rc, st)) {
-				r = -1;
-				break;
-			}
-			continue;
-		}
+		if (j == me && (ip || ip_r))
+			continue; /* the rank's own block is already in place */
 		if (send && sc && (r = nc.Send(sb + so, sc, NCCL_UINT8, j, nk, st)) != 0)
 			break;
 		if (recv && rc && (r = nc.Recv(rb + ro, rc, NCCL_UINT8, j, nk, st)) != 0)
