@@ -1,6 +1,6 @@
 """Turns gpu_bench CSV output into the results table (Markdown) and plots.
 
-usage: gpu_report.py collmux.csv staged.csv out_prefix "machine description"
+usage: gpu_report.py collmux.csv staged.csv out_prefix "machine description" [fused.csv]
 Checks issue targets: collmux >= 0.97 x direct NCCL busbw at >= 64 MiB,
 <= 2 us added at 8 B, >= 10 x the staged path at 64 MiB.
 """
@@ -27,9 +27,11 @@ def human(n):
 def main():
     main_csv, staged_csv, prefix, machine = sys.argv[1:5]
     rows = load(main_csv)
-    for k, v in load(staged_csv).items():
-        if "staged" in v:
-            rows[k]["staged"] = v["staged"]
+    for extra, path in ((staged_csv, "staged"), (sys.argv[5] if len(sys.argv) > 5 else None, "fused")):
+        if extra:
+            for k, v in load(extra).items():
+                if path in v:
+                    rows[k][path] = v[path]
     colls = sorted({c for c, _ in rows}, key=lambda c: ["allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"].index(c))
     out = [f"# Device-buffer collectives: collmux vs NCCL vs staged\n\n{machine}\n",
            "Time in µs per blocking call (max over ranks), busbw in GB/s as nccl-tests computes it. "
@@ -54,6 +56,25 @@ def main():
                 verdicts.append((f"{c} 8 B added latency {tc - tn:+.2f} us (target <= 2)", tc - tn <= 2))
             if b == 64 << 20 and st is not None:
                 verdicts.append((f"{c} 64M speed-up vs staged {st / tc:.1f}x (target >= 10)", st / tc >= 10))
+    fused_colls = [c for c in colls if any("fused" in rows[k] for k in rows if k[0] == c)]
+    for c in fused_colls:
+        out.append(f"\n## fused {c} (collmux's one-launch NVLink kernel, forced with `COLLMUX_RULES='*:cuda:*:fused'`)\n\n"
+                   "| bytes | nccl µs | fused µs | speed-up vs nccl |\n|---|---|---|---|")
+        crossover = prev = None
+        for (cc, b) in sorted(k for k in rows if k[0] == c):
+            r = rows[(cc, b)]
+            if "fused" not in r or "nccl" not in r:
+                continue
+            tn, tf = float(r["nccl"]["time_us"]), float(r["fused"]["time_us"])
+            out.append(f"| {human(b)} | {tn:.1f} | {tf:.1f} | {tn / tf:.2f}x |")
+            if tf < tn and (crossover is None or crossover == prev):
+                crossover = b
+            prev = b
+            if c == "allreduce" and 8 <= b <= 64 << 10:
+                verdicts.append((f"fused allreduce {human(b)}: {tf:.1f} us (target <= 5)", tf <= 5))
+            if c == "allreduce" and b <= 256 << 10:
+                verdicts.append((f"fused allreduce {human(b)}: {tn / tf:.2f}x NCCL (target >= 2)", tn / tf >= 2))
+        out.append(f"\nfused is faster than NCCL from 8 B up to {human(crossover) if crossover else 'none'} (largest size of the first winning run).")
     out.append("\n## Targets\n")
     for text, ok in verdicts:
         out.append(f"- {'met' if ok else 'MISSED'}: {text}")
@@ -65,7 +86,7 @@ def main():
         import matplotlib.pyplot as plt
         fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4))
         for ax, c in zip(axes, colls):
-            for path, style in (("nccl", "k--"), ("collmux", "b-"), ("staged", "r:")):
+            for path, style in (("nccl", "k--"), ("collmux", "b-"), ("staged", "r:"), ("fused", "g-.")):
                 pts = sorted((b, float(r[path]["time_us"])) for (cc, b), r in rows.items() if cc == c and path in r)
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=path)

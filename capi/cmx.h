@@ -121,6 +121,7 @@ typedef struct {
 	int stats;   /* COLLMUX_STATS set */
 	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
+	int timeout; /* COLLMUX_TIMEOUT: seconds before a fused collective is declared hung */
 	char nccl_lib[256];
 } cmx_config;
 
@@ -183,6 +184,8 @@ typedef struct cmx_comm {
 	void *scratch;   /* device scratch (in-place alltoall), grown on demand */
 	size_t scratch_cap;
 	struct cmx_comm *next; /* list of comms holding NCCL state */
+	struct cmx_fused *fused; /* fused-kernel workspace; NULL until tried */
+	int fused_state;         /* 0 not tried, 1 ready, -1 unusable */
 } cmx_comm;
 cmx_comm *cmx_comm_get(cmx_h comm);
 extern int cmx_live_comms;
@@ -200,6 +203,21 @@ void *cmx_cuda_malloc(size_t n);
 void cmx_cuda_free(void *p);
 void *cmx_cuda_host_alloc(size_t n);
 void cmx_cuda_host_free(void *p);
+typedef struct {
+	char reserved[64];
+} cmx_ipc_handle; /* CUipcMemHandle */
+int cmx_cuda_fused_capable(void);
+int cmx_cuda_device(int *arch, char *busid, int len);
+int cmx_cuda_driver_version(void);
+void *cmx_cuda_function(const void *image, const char *name, void **module);
+int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args);
+int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h);
+void *cmx_cuda_ipc_open(cmx_ipc_handle h);
+int cmx_cuda_memset(void *dptr, int v, size_t n);
+int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
+void *cmx_cuda_mapped(size_t n, void **dptr);
+/* NVRTC (nvrtc.c): compiles src for sm_<arch>; the cubin and log are malloc'd */
+int cmx_nvrtc_compile(const char *src, int arch, char **cubin, size_t *len, char **log);
 
 /* ---- backends ---- */
 /* Each returns 1 and sets *rc when it ran the call, 0 when it declines it
@@ -209,6 +227,8 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_nccl_release(cmx_comm *c);
 void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
+int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
+void cmx_fused_release(cmx_comm *c);
 int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
 int64_t cmx_type_size(cmx_h dtype, int ask);
 

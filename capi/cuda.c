@@ -30,6 +30,20 @@ static struct {
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemAllocHost)(void **, size_t);
 	CUresult (*MemFreeHost)(void *);
+	/* for the fused kernels */
+	CUresult (*CtxGetDevice)(int *);
+	CUresult (*DeviceGetAttribute)(int *, int, int);
+	CUresult (*DeviceGetPCIBusId)(char *, int, int);
+	CUresult (*DriverGetVersion)(int *);
+	CUresult (*ModuleLoadData)(void **, const void *);
+	CUresult (*ModuleGetFunction)(void **, void *, const char *);
+	CUresult (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*IpcGetMemHandle)(void *, CUdeviceptr);
+	CUresult (*IpcOpenMemHandle)(CUdeviceptr *, cmx_ipc_handle, unsigned);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
 } cu;
 
 int cmx_cuda_present;
@@ -52,6 +66,19 @@ int cmx_cuda_load(void)
 	SYM(MemFree, "cuMemFree_v2");
 	SYM(MemAllocHost, "cuMemAllocHost_v2");
 	SYM(MemFreeHost, "cuMemFreeHost");
+	SYM(CtxGetDevice, "cuCtxGetDevice");
+	SYM(DeviceGetAttribute, "cuDeviceGetAttribute");
+	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+	SYM(DriverGetVersion, "cuDriverGetVersion");
+	SYM(ModuleLoadData, "cuModuleLoadData");
+	SYM(ModuleGetFunction, "cuModuleGetFunction");
+	SYM(LaunchKernel, "cuLaunchKernel");
+	SYM(IpcGetMemHandle, "cuIpcGetMemHandle");
+	SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
+	SYM(MemsetD8, "cuMemsetD8_v2");
+	SYM(MemcpyDtoH, "cuMemcpyDtoH_v2");
+	SYM(MemHostAlloc, "cuMemHostAlloc");
+	SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 #undef SYM
 	cmx_cuda_present = cu.CtxGetCurrent && cu.PointerGetAttributes && cu.MemcpyAsync && cu.StreamCreate &&
 			   cu.StreamSynchronize && cu.MemAlloc && cu.MemAllocHost;
@@ -142,4 +169,69 @@ void cmx_cuda_host_free(void *p)
 {
 	if (p && cu.MemFreeHost)
 		cu.MemFreeHost(p);
+}
+
+/* ---- what the fused kernels need ---- */
+
+int cmx_cuda_fused_capable(void)
+{
+	return cmx_cuda_present && cu.CtxGetDevice && cu.DeviceGetAttribute && cu.DeviceGetPCIBusId && cu.DriverGetVersion &&
+	       cu.ModuleLoadData && cu.ModuleGetFunction && cu.LaunchKernel && cu.IpcGetMemHandle && cu.IpcOpenMemHandle &&
+	       cu.MemsetD8 && cu.MemcpyDtoH && cu.MemHostAlloc && cu.MemHostGetDevicePointer;
+}
+
+/* compute capability (major*10+minor) and PCI bus id of the current device */
+int cmx_cuda_device(int *arch, char *busid, int len)
+{
+	int dev, major = 0, minor = 0;
+	if (cu.CtxGetDevice(&dev) != 0 || cu.DeviceGetAttribute(&major, 75, dev) != 0 || cu.DeviceGetAttribute(&minor, 76, dev) != 0)
+		return 0; /* 75/76: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR */
+	*arch = major * 10 + minor;
+	return cu.DeviceGetPCIBusId(busid, len, dev) == 0;
+}
+
+int cmx_cuda_driver_version(void)
+{
+	int v = 0;
+	cu.DriverGetVersion(&v);
+	return v;
+}
+
+void *cmx_cuda_function(const void *image, const char *name, void **module)
+{
+	void *f = NULL;
+	if (!*module && cu.ModuleLoadData(module, image) != 0)
+		return NULL;
+	return cu.ModuleGetFunction(&f, *module, name) == 0 ? f : NULL;
+}
+
+int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args)
+{
+	return cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args, NULL) == 0;
+}
+
+int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h) { return cu.IpcGetMemHandle(h, (CUdeviceptr)dptr) == 0; }
+
+void *cmx_cuda_ipc_open(cmx_ipc_handle h)
+{
+	CUdeviceptr p = 0;
+	return cu.IpcOpenMemHandle(&p, h, 1 /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */) == 0 ? (void *)p : NULL;
+}
+
+int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdeviceptr)dptr, (unsigned char)v, n) == 0; }
+
+int cmx_cuda_dtoh(void *dst, const void *src, size_t n) { return cu.MemcpyDtoH(dst, (CUdeviceptr)src, n) == 0; }
+
+/* host memory the device writes directly (the watchdog's error word) */
+void *cmx_cuda_mapped(size_t n, void **dptr)
+{
+	void *h = NULL;
+	CUdeviceptr d = 0;
+	if (cu.MemHostAlloc(&h, n, 0x2 /* CU_MEMHOSTALLOC_DEVICEMAP */) != 0)
+		return NULL;
+	if (cu.MemHostGetDevicePointer(&d, h, 0) != 0)
+		return NULL;
+	memset(h, 0, n);
+	*dptr = (void *)d;
+	return h;
 }

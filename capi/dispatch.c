@@ -201,17 +201,21 @@ static int check(const cmx_args *a, const cmx_comm *c)
 	return 0;
 }
 
-/* run tries the chosen backend, then the fallbacks: a device call NCCL
- * cannot express is staged; what staging declines goes to MPI. */
+/* run tries the chosen backend, then the fallbacks: fused kernels fall
+ * back to NCCL, a device call NCCL cannot express is staged, and what
+ * staging declines goes to MPI. */
 static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
 {
 	int rc = 0;
 	switch (backend) {
+	case CMX_BACKEND_FUSED:
+		if (c && a->mem == CMX_MEM_DEVICE && cmx_fused_run(c, a, &rc))
+			return *used = CMX_BACKEND_FUSED, rc;
+		/* fall through */
 	case CMX_BACKEND_NCCL:
 		if (c && cmx_nccl_run(c, a, &rc))
 			return *used = CMX_BACKEND_NCCL, rc;
 		/* fall through */
-	case CMX_BACKEND_FUSED:
 	case CMX_BACKEND_STAGED:
 		if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && cmx_staged_run(c, a, &rc))
 			return *used = CMX_BACKEND_STAGED, rc;

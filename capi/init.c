@@ -315,6 +315,7 @@ static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 {
 	(void)comm, (void)keyval, (void)extra;
 	cmx_nccl_release(val);
+	cmx_fused_release(val);
 	free(val);
 	__atomic_fetch_sub(&cmx_live_comms, 1, __ATOMIC_RELAXED);
 	return 0;

@@ -7,6 +7,7 @@ package main
 /*
 #cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function
 #cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
 #include "cmx.h"
 */
 import "C"
@@ -18,6 +19,7 @@ import (
 	"unsafe"
 
 	"collmux/dispatch"
+	"collmux/fused"
 	"collmux/mpi"
 	"collmux/stats"
 )
@@ -48,6 +50,7 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.stats = boolC(c.Stats != dispatch.StatsOff)
 	cfg.log = C.int(c.Log)
 	cfg.check = boolC(c.Check)
+	cfg.timeout = C.int(c.Timeout)
 	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
 		fatalf("COLLMUX_NCCL_LIB is longer than %d bytes", len(cfg.nccl_lib)-1)
 	}
@@ -72,6 +75,39 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 }
 
 var routes dispatch.Routes
+
+// collmux_go_fused_module gives C the compiled fused kernels for this GPU,
+// from the cache or compiled now with NVRTC; the image is malloc'd.
+//
+//export collmux_go_fused_module
+func collmux_go_fused_module(arch, driver C.int, image **C.char, size *C.size_t) C.int {
+	img, err := fused.Load(fused.CacheDir(os.Getenv), fused.CacheKey(int(arch), int(driver)), func() ([]byte, error) {
+		src := C.CString(fused.Source)
+		defer C.free(unsafe.Pointer(src))
+		var cubin, log *C.char
+		var n C.size_t
+		ok := C.cmx_nvrtc_compile(src, arch, &cubin, &n, &log)
+		defer C.free(unsafe.Pointer(cubin))
+		defer C.free(unsafe.Pointer(log))
+		if ok == 0 {
+			msg := "NVRTC not found"
+			if log != nil {
+				msg = C.GoString(log)
+			}
+			return nil, fmt.Errorf("compiling the fused kernels for sm_%d: %s", int(arch), msg)
+		}
+		return C.GoBytes(unsafe.Pointer(cubin), C.int(n)), nil
+	})
+	if err != nil {
+		if config.Log >= dispatch.LogInfo {
+			fmt.Fprintf(os.Stderr, "collmux: %v\n", err)
+		}
+		return 0
+	}
+	*image = (*C.char)(C.CBytes(img))
+	*size = C.size_t(len(img))
+	return 1
+}
 
 //export collmux_go_explain
 func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.int) {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -32,6 +33,7 @@ type Config struct {
 	Log       LogLevel
 	Check     bool   // COLLMUX_CHECK: verify on every call that ranks agree
 	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
+	Timeout   int    // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
 	Rules     []Rule // built-in defaults, then COLLMUX_RULES (later wins)
 }
 
@@ -63,6 +65,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
 	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
+	c.Timeout = 300
+	if v := strings.TrimSpace(getenv("COLLMUX_TIMEOUT")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1<<30 {
+			return c, fmt.Errorf("COLLMUX_TIMEOUT=%q: want a positive number of seconds", v)
+		}
+		c.Timeout = n
+	}
 	c.Rules = DefaultRules()
 	if v := getenv("COLLMUX_RULES"); v != "" {
 		user, err := ParseRules(v, "COLLMUX_RULES")

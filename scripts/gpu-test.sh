@@ -37,6 +37,7 @@ set -x
 mpicc -O1 -o $B/colltest tests/c/colltest.c
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/colltest_cuda tests/c/colltest.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
+mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl
 set +x
 
@@ -53,6 +54,11 @@ for np in $(seq 1 "$NGPU"); do
   cp $B/s.$np.json "$OUT/colltest-stats-np$np.json"
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
   cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
+  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_STATS=$B/f.$np.json -x COLLMUX_LOG=info $B/colltest_cuda > $B/fus.$np 2> $B/fus.$np.err
+  cmp -s $B/host.$np $B/fus.$np; result $? "colltest on device buffers, $np ranks, fused up to 8 MiB: same results as host MPI"
+  cmp -s $B/host.$np $B/fus.$np || { grep -v '^\[' $B/fus.$np.err | head -20; diff $B/host.$np $B/fus.$np | head; }
+  f=$(calls $B/f.$np.json fused); echo "  fused $f calls ($(grep -m1 'fused' $B/fus.$np.err))"
+  [ "$f" -gt 0 ] || [ "$np" = 1 -a "$f" -ge 0 ]; result $? "statistics show fused calls, $np ranks"
 done
 
 if [ "$NGPU" -ge 2 ]; then
@@ -61,6 +67,15 @@ if [ "$NGPU" -ge 2 ]; then
   cat $B/mm | grep -v '^\[' | head -8
   [ $rc != 0 ] && [ $rc != 124 ] && grep -q "disagree on the memory kind" $B/mm
   result $? "COLLMUX_CHECK names the ranks that pass host and device buffers (exit $rc, no hang)"
+fi
+
+if [ "$NGPU" -ge 2 ]; then
+  start=$(date +%s)
+  timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_TIMEOUT=3 $B/hang > $B/hang.out 2>&1
+  rc=$?
+  grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
+  [ $rc != 124 ] && grep -q "ranks 1 did not arrive" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
+  result $? "watchdog: a fused call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3, naming rank 1 ($(( $(date +%s) - start )) s)"
 fi
 
 run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
@@ -73,7 +88,8 @@ echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
 if [ "${BENCH:-1}" = 1 ]; then
   run "$NGPU" "${X[@]}" $B/gpu_bench > "$OUT/bench_collmux.csv" 2> $B/bench.err || tail $B/bench.err
   run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/gpu_bench $((64 << 20)) staged > "$OUT/bench_staged.csv" 2>> $B/bench.err || tail $B/bench.err
-  python3 bench/gpu_report.py "$OUT/bench_collmux.csv" "$OUT/bench_staged.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" > /dev/null
-  grep -A30 "## Targets" "$OUT/gpu-bench.md"
+  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' $B/gpu_bench $((16 << 20)) fused > "$OUT/bench_fused.csv" 2>> $B/bench.err || tail $B/bench.err
+  python3 bench/gpu_report.py "$OUT/bench_collmux.csv" "$OUT/bench_staged.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" "$OUT/bench_fused.csv" > /dev/null
+  grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi
 [ "$FAIL" = 0 ]

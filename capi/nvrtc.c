@@ -1,0 +1,61 @@
+/* nvrtc.c: NVRTC, loaded with dlopen, compiles the fused kernels at run time. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmx.h"
+
+static struct {
+	int (*CreateProgram)(void **, const char *, const char *, int, const char *const *, const char *const *);
+	int (*CompileProgram)(void *, int, const char *const *);
+	int (*GetCUBINSize)(void *, size_t *);
+	int (*GetCUBIN)(void *, char *);
+	int (*GetProgramLogSize)(void *, size_t *);
+	int (*GetProgramLog)(void *, char *);
+	int (*DestroyProgram)(void **);
+} nv;
+
+static void *open_nvrtc(void)
+{
+	const char *env = getenv("COLLMUX_NVRTC_LIB");
+	const char *names[] = {env, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+			       "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
+			       "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", NULL};
+	for (int i = env ? 0 : 1; names[i]; i++) {
+		void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			return h;
+	}
+	return NULL;
+}
+
+int cmx_nvrtc_compile(const char *src, int arch, char **cubin, size_t *len, char **log)
+{
+	static void *h;
+	*cubin = *log = NULL;
+	if (!h && !(h = open_nvrtc()))
+		return 0;
+#define SYM(f) (*(void **)&nv.f = dlsym(h, "nvrtc" #f))
+	SYM(CreateProgram), SYM(CompileProgram), SYM(GetCUBINSize), SYM(GetCUBIN);
+	SYM(GetProgramLogSize), SYM(GetProgramLog), SYM(DestroyProgram);
+#undef SYM
+	if (!nv.CreateProgram || !nv.CompileProgram || !nv.GetCUBIN || !nv.GetCUBINSize)
+		return 0;
+	void *prog = NULL;
+	if (nv.CreateProgram(&prog, src, "collmux_fused.cu", 0, NULL, NULL) != 0)
+		return 0;
+	char archopt[64];
+	snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
+	const char *opts[] = {archopt, "--std=c++17", "-default-device"};
+	int ok = nv.CompileProgram(prog, 3, opts) == 0;
+	size_t n = 0;
+	if (nv.GetProgramLogSize && nv.GetProgramLogSize(prog, &n) == 0 && n > 1 && (*log = malloc(n)))
+		nv.GetProgramLog(prog, *log);
+	if (ok && nv.GetCUBINSize(prog, len) == 0 && (*cubin = malloc(*len)))
+		ok = nv.GetCUBIN(prog, *cubin) == 0;
+	else
+		ok = 0;
+	nv.DestroyProgram(&prog);
+	return ok;
+}

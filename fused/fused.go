@@ -1,0 +1,63 @@
+// Package fused holds collmux's own GPU kernels (kernels.cu, CUDA C) and
+// their on-disk cache. The library embeds the source and compiles it at
+// first use with NVRTC for the GPU it runs on, so building collmux needs no
+// CUDA toolchain; the compiled image is cached under
+// $XDG_CACHE_HOME/collmux, keyed by source, GPU architecture and driver.
+package fused
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+//go:embed kernels.cu
+var Source string
+
+// CacheKey names the compiled image of the kernels for one GPU
+// architecture (e.g. 90 for sm_90) and driver version.
+func CacheKey(arch, driver int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00sm_%d\x00driver %d", Source, arch, driver)))
+	return hex.EncodeToString(h[:12])
+}
+
+// CacheDir is where compiled images live: $XDG_CACHE_HOME/collmux, or
+// ~/.cache/collmux.
+func CacheDir(getenv func(string) string) string {
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "collmux")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".cache", "collmux")
+	}
+	return filepath.Join(os.TempDir(), "collmux-cache")
+}
+
+// Load returns the cached image for key, or compiles it with compile and
+// caches it. Several ranks may race to fill the cache: each writes a
+// private temporary file and renames it into place, so a reader never sees
+// a partial image. A cache that cannot be written only costs a recompile.
+func Load(dir, key string, compile func() ([]byte, error)) ([]byte, error) {
+	path := filepath.Join(dir, key+".cubin")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return b, nil
+	}
+	b, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	if os.MkdirAll(dir, 0o755) == nil {
+		if f, err := os.CreateTemp(dir, key+".tmp*"); err == nil {
+			_, werr := f.Write(b)
+			if cerr := f.Close(); werr == nil && cerr == nil {
+				os.Rename(f.Name(), path)
+			} else {
+				os.Remove(f.Name())
+			}
+		}
+	}
+	return b, nil
+}

@@ -1,0 +1,65 @@
+package fused
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCacheKey(t *testing.T) {
+	k := CacheKey(90, 13000)
+	if len(k) != 24 || k == CacheKey(80, 13000) || k == CacheKey(90, 12080) || k != CacheKey(90, 13000) {
+		t.Errorf("cache keys must be stable and differ by arch and driver: %s", k)
+	}
+}
+
+func TestCacheDir(t *testing.T) {
+	env := map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"}
+	if got := CacheDir(func(k string) string { return env[k] }); got != "/x/collmux" {
+		t.Error(got)
+	}
+	delete(env, "XDG_CACHE_HOME")
+	if got := CacheDir(func(k string) string { return env[k] }); got != "/h/.cache/collmux" {
+		t.Error(got)
+	}
+}
+
+func TestLoadCompilesOnceThenReadsCache(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	calls := 0
+	compile := func() ([]byte, error) { calls++; return []byte("CUBIN"), nil }
+	for i := 0; i < 3; i++ {
+		b, err := Load(dir, "k", compile)
+		if err != nil || string(b) != "CUBIN" {
+			t.Fatalf("Load: %q, %v", b, err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("compiled %d times, want once", calls)
+	}
+	if _, err := Load(dir, "other", func() ([]byte, error) { return nil, errors.New("no nvrtc") }); err == nil {
+		t.Error("a failed compile must be reported")
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("temporary file left behind: %s", e.Name())
+		}
+	}
+}
+
+// The kernels' limits are mirrored in capi/fused.c; a change on one side
+// only would corrupt the workspace layout.
+func TestSourceLimits(t *testing.T) {
+	c, err := os.ReadFile("../capi/fused.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"}} {
+		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
+			t.Errorf("kernels.cu and capi/fused.c disagree on %q", pair[0])
+		}
+	}
+}

@@ -1,0 +1,30 @@
+/*
+ * hang: every rank makes one fused all-reduce, then rank 1 skips the
+ * second. With COLLMUX_TIMEOUT set, collmux's watchdog must turn the
+ * second call into an error on the other ranks, naming rank 1, instead of
+ * hanging.
+ */
+#include <mpi.h>
+
+#include "gpu_common.h"
+
+int main(int argc, char **argv)
+{
+	gpu_select();
+	int rank;
+	float *dev;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	CUDA_OK(cudaMalloc((void **)&dev, 64 * sizeof(float)));
+	CUDA_OK(cudaMemset(dev, 0, 64 * sizeof(float)));
+	int rc = MPI_Allreduce(MPI_IN_PLACE, dev, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+	printf("hang: rank %d: first allreduce %s\n", rank, rc == MPI_SUCCESS ? "ok" : "failed");
+	if (rank != 1) {
+		rc = MPI_Allreduce(MPI_IN_PLACE, dev, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		printf("hang: rank %d: second allreduce returned %s\n", rank, rc == MPI_SUCCESS ? "success" : "an error");
+	}
+	fflush(stdout);
+	/* the communicator's state is now undefined: leave without MPI_Finalize */
+	_exit(rank != 1 && rc == MPI_SUCCESS ? 1 : 0);
+}
