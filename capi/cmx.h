@@ -197,6 +197,7 @@ int cmx_mem_kind(const void *p); /* CMX_MEM_* of one pointer */
 int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure */
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
 int cmx_cuda_sync(void *stream);
+int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
 void *cmx_cuda_stream_new(void);
 void cmx_cuda_stream_free(void *stream);
 void *cmx_cuda_malloc(size_t n);

@@ -48,6 +48,16 @@ static struct {
 
 int cmx_cuda_present;
 volatile int cmx_cuda_up;
+static __thread int last_error; /* the last failing CUresult on this thread */
+
+int cmx_cuda_last_error(void) { return last_error; }
+
+static int ok(CUresult r)
+{
+	if (r != 0)
+		last_error = r;
+	return r == 0;
+}
 
 int cmx_cuda_load(void)
 {
@@ -130,7 +140,7 @@ int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 	return n == 0 || cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream) == 0;
 }
 
-int cmx_cuda_sync(void *stream) { return cu.StreamSynchronize(stream) == 0; }
+int cmx_cuda_sync(void *stream) { return ok(cu.StreamSynchronize(stream)); }
 
 /* Flags 0 (not CU_STREAM_NON_BLOCKING): collmux's stream waits for work the
  * program queued on the legacy default stream, as an MPI call must see
@@ -207,7 +217,7 @@ void *cmx_cuda_function(const void *image, const char *name, void **module)
 
 int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args)
 {
-	return cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args, NULL) == 0;
+	return ok(cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args, NULL));
 }
 
 int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h) { return cu.IpcGetMemHandle(h, (CUdeviceptr)dptr) == 0; }

@@ -69,7 +69,8 @@ static void load(void)
 			snprintf(name, sizeof name, "cmx_allreduce_%s_%s", tnames[t], onames[o]);
 			loaded = loaded && (fn_ar[t][o] = cmx_cuda_function(image, name, &module));
 		}
-	free(image);
+	/* image stays allocated: with lazy module loading (the default since
+	 * CUDA 12.2) the driver reads it again when a kernel first launches */
 	cmx_log(1, "fused kernels %s (sm_%d)", loaded ? "loaded" : "failed to load", arch);
 }
 
@@ -196,21 +197,19 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (c->inter || c->fused_state < 0)
 		return 0;
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
-	void *fn = NULL, *args[6];
+	void *fn, *args[6];
 	const char *in = ip ? a->rbuf : a->sbuf;
 	char *out = a->rbuf;
 	uint64_t bytes = 0, count = 0;
-	int mode = 0, kind, size, root = 0;
+	int mode = 0, kind, size, root = 0, t = -1, o = -1;
 	/* what the kernels can express; every input here is agreed across ranks */
 	switch (a->coll) {
 	case CMX_COLL_ALLREDUCE: {
-		int t, o;
 		if (!cmx_dtype_info(a->rtype, &kind, &size) || (t = type_of(kind)) < 0 || (o = op_of(cmx_op_info(a->op))) < 0)
 			return 0;
 		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
 		if (bytes > SLOT)
 			return 0;
-		fn = fn_ar[t][o];
 		break;
 	}
 	case CMX_COLL_ALLGATHER:
@@ -226,7 +225,6 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 			in = a->rbuf + (size_t)me * bytes;
 		if (a->coll == CMX_COLL_BCAST)
 			in = a->rbuf, root = a->root;
-		fn = fn_move;
 		break;
 	default:
 		return 0;
@@ -235,6 +233,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, out);
 	if (c->fused_state != 1 || !cmx_cuda_ctx_for(out))
 		return 0;
+	fn = t >= 0 ? fn_ar[t][o] : fn_move; /* the module is loaded by the first set-up */
 	struct cmx_fused *f = c->fused;
 	f->epoch++;
 	peers_t P;
@@ -250,7 +249,8 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	args[4] = a->coll == CMX_COLL_ALLREDUCE ? (void *)&count : (void *)&bytes;
 	args[5] = &mode;
 	if (!cmx_cuda_launch(fn, grid, 512, f->stream, args) || !cmx_cuda_sync(f->stream)) {
-		fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run\n", cmx_fn_names[a->fn], me, n);
+		fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me, n,
+			cmx_cuda_last_error());
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}
