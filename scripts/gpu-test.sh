@@ -88,7 +88,7 @@ echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
 if [ "${BENCH:-1}" = 1 ]; then
   run "$NGPU" "${X[@]}" $B/gpu_bench > "$OUT/bench_collmux.csv" 2> $B/bench.err || tail $B/bench.err
   run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/gpu_bench $((64 << 20)) staged > "$OUT/bench_staged.csv" 2>> $B/bench.err || tail $B/bench.err
-  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' $B/gpu_bench $((16 << 20)) fused > "$OUT/bench_fused.csv" 2>> $B/bench.err || tail $B/bench.err
+  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' $B/gpu_bench $((8 << 20)) fused > "$OUT/bench_fused.csv" 2>> $B/bench.err || tail $B/bench.err
   python3 bench/gpu_report.py "$OUT/bench_collmux.csv" "$OUT/bench_staged.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" "$OUT/bench_fused.csv" > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi
