@@ -36,32 +36,42 @@ __device__ __forceinline__ void st_release(u32 *p, u32 v)
 {
 	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ u32 ld_acquire(const u32 *p)
+__device__ __forceinline__ u32 ld_relaxed(const u32 *p)
 {
 	u32 v;
-	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
 }
 
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
 // fires). Blocks touch the same index ranges on every rank, so this
-// per-block barrier is all the ordering a call needs.
+// per-block barrier is all the ordering a call needs. One system fence
+// publishes the block's writes; polling is relaxed, with one acquire fence
+// once every peer has arrived.
 __device__ void barrier(const Peers &P, const Call &C)
 {
 	__syncthreads();
+	if (threadIdx.x == 0)
+		__threadfence_system();
+	__syncthreads();
 	const int b = blockIdx.x, p = threadIdx.x;
 	if (p < C.n) {
-		__threadfence_system();
 		st_release(P.flags[p] + b * CMX_MAX_RANKS + C.me, C.epoch);
 		const u32 *f = P.flags[C.me] + b * CMX_MAX_RANKS + p;
-		u64 t0 = now_ns();
-		while ((int)(ld_acquire(f) - C.epoch) < 0) {
-			if (now_ns() - t0 > C.timeout_ns) {
-				atomicOr(C.err, 1u << p);
-				break;
+		u64 t0 = 0;
+		for (unsigned spins = 0; (int)(ld_relaxed(f) - C.epoch) < 0; spins++) {
+			if ((spins & 1023) == 0) { // the clock is read rarely: it is slow
+				u64 t = now_ns();
+				if (!t0)
+					t0 = t;
+				else if (t - t0 > C.timeout_ns) {
+					atomicOr(C.err, 1u << p);
+					break;
+				}
 			}
 		}
+		asm volatile("fence.acq_rel.sys;" ::: "memory");
 	}
 	__syncthreads();
 }

@@ -86,6 +86,7 @@ grep -q "0 failures" $B/py || tail -30 $B/py
 echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
 
 if [ "${BENCH:-1}" = 1 ]; then
+  $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu && $B/launch_floor | tee "$OUT/launch-floor.txt"
   run "$NGPU" "${X[@]}" $B/gpu_bench > "$OUT/bench_collmux.csv" 2> $B/bench.err || tail $B/bench.err
   run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/gpu_bench $((64 << 20)) staged > "$OUT/bench_staged.csv" 2>> $B/bench.err || tail $B/bench.err
   run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' $B/gpu_bench $((8 << 20)) fused > "$OUT/bench_fused.csv" 2>> $B/bench.err || tail $B/bench.err

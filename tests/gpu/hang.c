@@ -5,6 +5,7 @@
  * hanging.
  */
 #include <mpi.h>
+#include <unistd.h>
 
 #include "gpu_common.h"
 
@@ -25,6 +26,8 @@ int main(int argc, char **argv)
 		printf("hang: rank %d: second allreduce returned %s\n", rank, rc == MPI_SUCCESS ? "success" : "an error");
 	}
 	fflush(stdout);
+	if (rank == 1)
+		sleep(15); /* outlive the others' watchdog: mpirun ends the job when a rank exits */
 	/* the communicator's state is now undefined: leave without MPI_Finalize */
 	_exit(rank != 1 && rc == MPI_SUCCESS ? 1 : 0);
 }
