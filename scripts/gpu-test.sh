@@ -51,7 +51,6 @@ for np in $(seq 1 "$NGPU"); do
   n=$(calls $B/s.$np.json nccl); s=$(calls $B/s.$np.json staged)
   echo "  backends: nccl $n calls, staged $s calls"
   [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
-  cp $B/s.$np.json "$OUT/colltest-stats-np$np.json"
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
   cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_STATS=$B/f.$np.json -x COLLMUX_LOG=info $B/colltest_cuda > $B/fus.$np 2> $B/fus.$np.err
