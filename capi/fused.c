@@ -243,7 +243,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		P.flags[p] = (uint32_t *)(f->peer[p] + 2 * (size_t)SLOT);
 	}
 	call_t C = {n, me, root, f->epoch, (uint64_t)cmx_cfg.timeout * 1000000000ull, f->err_d};
-	unsigned grid = (unsigned)((bytes + 32767) / 32768);
+	unsigned grid = (unsigned)((bytes + 2047) / 2048); /* 2 KiB a block, up to 32 blocks */
 	grid = grid < 1 ? 1 : grid > 32 ? 32 : grid;
 	args[0] = &P, args[1] = &C, args[2] = &in, args[3] = &out;
 	args[4] = a->coll == CMX_COLL_ALLREDUCE ? (void *)&count : (void *)&bytes;

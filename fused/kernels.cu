@@ -163,6 +163,23 @@ template <template <typename> class OP> struct Half {
 	template <typename H> __device__ static H f(H a, H b) { return fromf(OP<float>::f(tof(a), tof(b)), a); }
 };
 
+// one 16-byte vector of every rank's slot at byte offset off, reduced
+template <typename T, typename R> __device__ __forceinline__ uint4 reduce16(const Peers &P, int n, u64 off)
+{
+	union U {
+		uint4 v;
+		T e[16 / sizeof(T)];
+	} acc, x;
+	acc.v = *(const uint4 *)(P.buf[0] + off);
+	for (int p = 1; p < n; p++) {
+		x.v = *(const uint4 *)(P.buf[p] + off);
+#pragma unroll
+		for (int k = 0; k < 16 / (int)sizeof(T); k++)
+			acc.e[k] = R::f(acc.e[k], x.e[k]);
+	}
+	return acc.v;
+}
+
 template <typename T, typename R> __device__ void allreduce(const Peers &P, const Call &C, const char *in, char *out, u64 count)
 {
 	u64 lo, hi;
@@ -171,7 +188,13 @@ template <typename T, typename R> __device__ void allreduce(const Peers &P, cons
 	copy(P.buf[C.me], in, lo, hi);
 	barrier(P, C);
 	// reduce in rank order (0, 1, ..., n-1) so that every rank gets the
-	// same bits
+	// same bits; 16-byte loads where the output allows (slots always do)
+	if (((u64)out & 15) == 0) {
+		u64 vhi = lo + ((hi - lo) & ~(u64)15);
+		for (u64 i = lo + threadIdx.x * 16; i < vhi; i += blockDim.x * 16)
+			*(uint4 *)(out + i) = reduce16<T, R>(P, C.n, i);
+		lo = vhi;
+	}
 	for (u64 i = lo / sizeof(T) + threadIdx.x; i < hi / sizeof(T); i += blockDim.x) {
 		T acc = ((const T *)P.buf[0])[i];
 		for (int p = 1; p < C.n; p++)
