@@ -51,6 +51,12 @@ static void *module, *fn_move, *fn_ar[NT][3];
 static int loaded;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
+/* Workspaces stay mapped by the peers until the process ends (freeing one
+ * safely would need the peers' agreement at MPI_Comm_free), so at most
+ * MAX_COMMS communicators of a process get one; the others use NCCL. */
+#define MAX_COMMS 16
+static int comms_with_workspace;
+
 static void load(void)
 {
 	int arch;
@@ -107,7 +113,7 @@ static void setup(cmx_comm *c, const void *buf)
 		int ok, arch;
 	} me, *all = calloc((size_t)c->size, sizeof me);
 	memset(&me, 0, sizeof me);
-	me.ok = all && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), loaded) &&
+	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), loaded) &&
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 	/* COLLMUX_TOPO_OVERRIDE=N: pretend the ranks sit on N nodes (tests) */
 	const char *topo = getenv("COLLMUX_TOPO_OVERRIDE");
@@ -123,7 +129,7 @@ static void setup(cmx_comm *c, const void *buf)
 	const char *why = NULL;
 	for (int p = 0; p < c->size && !why; p++) {
 		if (!all[p].ok)
-			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank";
+			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank, or it has 16 workspaces already";
 		else if (strcmp(all[p].host, all[0].host) != 0)
 			why = "the ranks span several nodes";
 		for (int q = 0; q < p && !why; q++)
@@ -159,6 +165,7 @@ static void setup(cmx_comm *c, const void *buf)
 		if (agree(c, ok)) {
 			c->fused = f;
 			c->fused_state = 1;
+			comms_with_workspace++;
 			free(hs);
 			return;
 		}

@@ -24,9 +24,13 @@ func (r Rule) String() string { return fmt.Sprintf("%q from %s", r.Text, r.Sourc
 // DefaultRules are the built-in policy: host buffers stay on MPI, device
 // buffers go to NCCL (which falls back to staged for what it cannot
 // express), managed memory stays on MPI (host-accessible), mixed
-// host/device arguments are staged.
+// host/device arguments are staged. Below the crossovers measured on 2 x
+// H200 (docs/results/gpu-2026-11-29) device all-reduce, all-gather,
+// all-to-all and bcast take the fused kernels, which fall back to NCCL
+// where they cannot run.
 func DefaultRules() []Rule {
-	rules, err := ParseRules("*:host:*:mpi#*:cuda:*:nccl#*:managed:*:mpi#*:mixed:*:staged", "default")
+	rules, err := ParseRules("*:host:*:mpi#*:cuda:*:nccl#*:managed:*:mpi#*:mixed:*:staged#"+
+		"allreduce:cuda:0-4M:fused#allgather:cuda:0-8M:fused#alltoall:cuda:0-4M:fused#bcast:cuda:0-8M:fused", "default")
 	if err != nil {
 		panic(err)
 	}
