@@ -44,7 +44,8 @@ func TestCompileLaterRulesWin(t *testing.T) {
 		{Allreduce, Device, 4096, Staged},
 		{Allreduce, Device, 4097, Fused},
 		{Allreduce, Device, 256 << 10, Fused},
-		{Allreduce, Device, 256<<10 + 1, NCCL},
+		{Allreduce, Device, 256<<10 + 1, Fused}, // the default's fused range continues
+		{Allreduce, Device, 4<<20 + 1, NCCL},
 		{Allreduce, Device, math.MaxUint64, NCCL},
 		{Allreduce, Host, 8, MPI},
 		{Alltoall, Device, 1 << 20, MPI},
