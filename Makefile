@@ -1,5 +1,7 @@
 # Thin driver around CMake and go. `make build` leaves build/libcollmux.so.
 BUILD ?= build
+# go-nvml's generated cgo calls deprecated NVML functions; their warnings are noise
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 MPIRUN ?= mpirun.openmpi
 
 .PHONY: build test demo generate check bench install clean

@@ -1,0 +1,203 @@
+// Package tune turns benchmark sweeps into routing rules for one machine.
+// For each collective and message size the fastest backend wins; a margin
+// keeps the previous size's winner while it is within noise of the best,
+// so that noise does not flip choices; sizes with one winner become one
+// size range. The result is a versioned tuning table, keyed by the
+// machine's GPU fingerprint, that collmux loads with COLLMUX_TUNING.
+package tune
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sample is one measured point: a collective of Bytes on Backend took
+// Micros per call (median).
+type Sample struct {
+	Coll    string  `json:"collective"`
+	Backend string  `json:"backend"`
+	Bytes   uint64  `json:"bytes"`
+	Micros  float64 `json:"us"`
+}
+
+// ReadCSV reads bench/gpu_bench output (collective,path,bytes,time_us,...).
+// backendOf names the backend a path column measured, or "" to skip it.
+func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var out []Sample
+	for i, rec := range recs {
+		if i == 0 && rec[0] == "collective" {
+			continue
+		}
+		if len(rec) < 4 {
+			return nil, fmt.Errorf("line %d: want collective,path,bytes,time_us", i+1)
+		}
+		b := backendOf(rec[1])
+		if b == "" {
+			continue
+		}
+		bytes, err1 := strconv.ParseUint(rec[2], 10, 64)
+		us, err2 := strconv.ParseFloat(rec[3], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("line %d: bad number in %v", i+1, rec)
+		}
+		out = append(out, Sample{rec[0], b, bytes, us})
+	}
+	return out, nil
+}
+
+// Range is a chosen backend for [Lo, Hi] bytes (Hi = MaxUint64: no limit).
+type Range struct {
+	Coll    string `json:"collective"`
+	Lo      uint64 `json:"lo"`
+	Hi      uint64 `json:"hi"`
+	Backend string `json:"backend"`
+}
+
+// Choose picks a backend per collective and size range. At each measured
+// size the fastest backend wins unless the backend chosen for the previous
+// size (or, first, prefer) is within margin (0.05 = 5%) of it. A range
+// ends at the last size its backend won; beyond the largest measured size
+// the last winner holds.
+func Choose(samples []Sample, margin float64, prefer string) []Range {
+	byColl := map[string]map[uint64]map[string]float64{}
+	for _, s := range samples {
+		if byColl[s.Coll] == nil {
+			byColl[s.Coll] = map[uint64]map[string]float64{}
+		}
+		if byColl[s.Coll][s.Bytes] == nil {
+			byColl[s.Coll][s.Bytes] = map[string]float64{}
+		}
+		byColl[s.Coll][s.Bytes][s.Backend] = s.Micros
+	}
+	colls := make([]string, 0, len(byColl))
+	for c := range byColl {
+		colls = append(colls, c)
+	}
+	sort.Strings(colls)
+	var out []Range
+	for _, c := range colls {
+		sizes := make([]uint64, 0, len(byColl[c]))
+		for b := range byColl[c] {
+			sizes = append(sizes, b)
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		cur := prefer
+		var rs []Range
+		for _, size := range sizes {
+			times := byColl[c][size]
+			best, bt := "", math.Inf(1)
+			for _, b := range sortedKeys(times) {
+				if times[b] < bt {
+					best, bt = b, times[b]
+				}
+			}
+			if t, ok := times[cur]; !ok || t > bt*(1+margin) {
+				cur = best
+			}
+			if n := len(rs); n > 0 && rs[n-1].Backend == cur {
+				rs[n-1].Hi = size
+				continue
+			}
+			lo := uint64(0)
+			if n := len(rs); n > 0 {
+				lo = rs[n-1].Hi + 1
+			}
+			rs = append(rs, Range{c, lo, size, cur})
+		}
+		if n := len(rs); n > 0 {
+			rs[n-1].Hi = math.MaxUint64
+		}
+		out = append(out, rs...)
+	}
+	return out
+}
+
+func sortedKeys(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Rules writes ranges in COLLMUX_RULES syntax for device buffers.
+func Rules(rs []Range) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		hi := "inf"
+		if r.Hi != math.MaxUint64 {
+			hi = size(r.Hi)
+		}
+		out = append(out, fmt.Sprintf("%s:cuda:%s-%s:%s", r.Coll, size(r.Lo), hi, r.Backend))
+	}
+	return out
+}
+
+func size(n uint64) string {
+	for _, u := range []struct {
+		s string
+		v uint64
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n >= u.v && n%u.v == 0 {
+			return fmt.Sprintf("%d%s", n/u.v, u.s)
+		}
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// TableVersion is the format version Write produces and Read accepts.
+const TableVersion = 1
+
+// Table is a tuning table: rules for one machine, with the measurements
+// they came from.
+type Table struct {
+	Version     int       `json:"version"`
+	Date        time.Time `json:"date"`
+	GPUKey      string    `json:"gpu_key"`     // topo.Machine.GPUKey it was measured on
+	Fingerprint string    `json:"fingerprint"` // full machine fingerprint, for the record
+	Margin      float64   `json:"margin"`
+	Rules       []string  `json:"rules"`
+	Ranges      []Range   `json:"ranges"`
+	Samples     []Sample  `json:"samples"`
+}
+
+// Write stores t as indented JSON.
+func (t Table) Write(path string) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Read loads a table and checks its version.
+func Read(path string) (Table, error) {
+	var t Table
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, fmt.Errorf("%s: %v", path, err)
+	}
+	if t.Version != TableVersion {
+		return t, fmt.Errorf("%s: tuning table version %d, this collmux reads version %d", path, t.Version, TableVersion)
+	}
+	return t, nil
+}
+
+// RuleString joins the table's rules for dispatch.ParseRules.
+func (t Table) RuleString() string { return strings.Join(t.Rules, "#") }
