@@ -71,7 +71,7 @@ typedef struct {
 	int int_handles;
 	const void *in_place;
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
-	cmx_h uint64, op_sum, op_min, byte, int_; /* for collmux's own calls */
+	cmx_h uint64, op_sum, op_min, op_max, byte, int_; /* for collmux's own calls */
 	int root, proc_null, err_other;
 	const char *lib; /* path of the MPI library */
 } cmx_abi_t;
@@ -122,6 +122,7 @@ typedef struct {
 	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
 	int timeout; /* COLLMUX_TIMEOUT: seconds before a fused collective is declared hung */
+	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	char nccl_lib[256];
 } cmx_config;
 
@@ -245,6 +246,7 @@ typedef struct {
 	uint64_t calls, bytes, ns;
 } cmx_stat;
 extern cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+extern int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET]; /* rule index + 1 that routed the cell's calls */
 uint64_t cmx_now_ns(void);
 
 #endif

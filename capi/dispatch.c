@@ -12,6 +12,7 @@
 #include "cmx.h"
 
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 cmx_routes cmx_route_table[CMX_NCOLL][CMX_NMEM];
 int cmx_live_comms;
 
@@ -108,10 +109,12 @@ static int bucket_of(uint64_t bytes)
 	return b < CMX_NBUCKET ? b : CMX_NBUCKET - 1;
 }
 
-static void record(const cmx_args *a, const cmx_comm *c, int backend, uint64_t ns)
+static void record(const cmx_args *a, const cmx_comm *c, int backend, int rule, uint64_t ns)
 {
 	int64_t bytes = call_bytes(a, c, 1);
-	cmx_stat *s = &cmx_stats[a->coll][backend][bucket_of(bytes < 0 ? 0 : (uint64_t)bytes)];
+	int k = bucket_of(bytes < 0 ? 0 : (uint64_t)bytes);
+	cmx_stat *s = &cmx_stats[a->coll][backend][k];
+	__atomic_store_n(&cmx_stat_rule[a->coll][backend][k], rule + 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->bytes, bytes < 0 ? 0 : (uint64_t)bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ns, ns, __ATOMIC_RELAXED);
@@ -250,7 +253,7 @@ int cmx_dispatch(cmx_args *a)
 	uint64_t t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
 	rc = run(c, a, backend, &used);
 	if (cmx_cfg.stats && rc == 0)
-		record(a, c, used, cmx_now_ns() - t0);
+		record(a, c, used, rule, cmx_now_ns() - t0);
 	if (cmx_cfg.log >= 2)
 		explain(a, bytes, used, rule, backend);
 out:

@@ -225,6 +225,7 @@ static void detect_abi(void)
 	cmx_abi.int_ = predef_by_name(cmx_predef_dtypes, "MPI_INT");
 	cmx_abi.op_sum = predef_by_name(cmx_predef_ops, "MPI_SUM");
 	cmx_abi.op_min = predef_by_name(cmx_predef_ops, "MPI_MIN");
+	cmx_abi.op_max = predef_by_name(cmx_predef_ops, "MPI_MAX");
 }
 
 #define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
@@ -332,9 +333,11 @@ static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 		int rank = 0, size = 1;
 		cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
 		cmx_px.Comm_size(cmx_abi.comm_world, &size);
-		int n = (int)(sizeof total / sizeof(uint64_t));
-		if (cmx_px.Reduce(cmx_stats, total, n, cmx_abi.uint64, cmx_abi.op_sum, 0, cmx_abi.comm_world) == 0 && rank == 0)
-			collmux_go_report(&total[0][0][0].calls, size);
+		static int32_t rules[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+		int n = (int)(sizeof total / sizeof(uint64_t)), nr = (int)(sizeof rules / sizeof(int32_t));
+		if (cmx_px.Reduce(cmx_stats, total, n, cmx_abi.uint64, cmx_abi.op_sum, 0, cmx_abi.comm_world) == 0 &&
+		    cmx_px.Reduce(cmx_stat_rule, rules, nr, cmx_abi.int_, cmx_abi.op_max, 0, cmx_abi.comm_world) == 0 && rank == 0)
+			collmux_go_report(&total[0][0][0].calls, &rules[0][0][0], size);
 	}
 	__atomic_store_n(&cmx_state.finalized, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -361,23 +364,38 @@ int cmx_mpi_setup(void)
 	return ok;
 }
 
+/* Every rank must route alike, or a collective would hang with one rank in
+ * NCCL and another in MPI: the rule sets (defaults, tuning table,
+ * COLLMUX_RULES) are compared over MPI_COMM_WORLD once, at MPI_Init, the
+ * one point every rank is known to reach. */
+static void check_same_rules(void)
+{
+	int mine[2] = {(int)(cmx_cfg.rules_hash & 0x7fffffff), ~(int)(cmx_cfg.rules_hash & 0x7fffffff)}, min[2];
+	int rank = 0;
+	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
+	if (cmx_px.Allreduce(mine, min, 2, cmx_abi.int_, cmx_abi.op_min, cmx_abi.comm_world) == 0 && min[0] != ~min[1])
+		cmx_fatal("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_TUNING or "
+			  "tuning tables differ); they must be the same everywhere", rank);
+}
+
 /* MPI_Init and MPI_Init_thread are intercepted only to set collmux up on
  * every rank at the same point, so that the finalize hook (which reduces
  * statistics over MPI_COMM_WORLD) is in place everywhere. */
+static int after_init(int rc)
+{
+	if (rc == 0 && !cmx_state.forward_only && cmx_mpi_setup())
+		check_same_rules();
+	return rc;
+}
+
 CMX_EXPORT int MPI_Init(int *argc, char ***argv)
 {
 	cmx_init();
-	int rc = cmx_px.Init(argc, argv);
-	if (rc == 0 && !cmx_state.forward_only)
-		cmx_mpi_setup();
-	return rc;
+	return after_init(cmx_px.Init(argc, argv));
 }
 
 CMX_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
 	cmx_init();
-	int rc = cmx_px.Init_thread(argc, argv, required, provided);
-	if (rc == 0 && !cmx_state.forward_only)
-		cmx_mpi_setup();
-	return rc;
+	return after_init(cmx_px.Init_thread(argc, argv, required, provided));
 }

@@ -51,6 +51,10 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.log = C.int(c.Log)
 	cfg.check = boolC(c.Check)
 	cfg.timeout = C.int(c.Timeout)
+	cfg.rules_hash = C.uint32_t(c.RulesHash())
+	for _, w := range c.Warnings {
+		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
+	}
 	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
 		fatalf("COLLMUX_NCCL_LIB is longer than %d bytes", len(cfg.nccl_lib)-1)
 	}
@@ -126,9 +130,16 @@ func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.
 }
 
 //export collmux_go_report
-func collmux_go_report(counters *C.uint64_t, ranks C.int) {
-	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), int(C.CMX_NCOLL)*int(C.CMX_NBACKEND)*int(C.CMX_NBUCKET)*3)
-	r := stats.FromCounters(raw, int(C.CMX_NBUCKET), int(ranks), abi.String())
+func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int) {
+	cells := int(C.CMX_NCOLL) * int(C.CMX_NBACKEND) * int(C.CMX_NBUCKET)
+	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), cells*3)
+	ruleOf := unsafe.Slice((*int32)(unsafe.Pointer(rules)), cells)
+	r := stats.FromCounters(raw, int(C.CMX_NBUCKET), int(ranks), abi.String(), func(cell int) string {
+		if i := int(ruleOf[cell]) - 1; i >= 0 && i < len(config.Rules) {
+			return config.Rules[i].String()
+		}
+		return ""
+	})
 	if err := r.Write(config.Stats == dispatch.StatsJSON, config.StatsPath); err != nil {
 		fmt.Fprintf(os.Stderr, "collmux: statistics: %v\n", err)
 	}

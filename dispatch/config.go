@@ -2,8 +2,14 @@ package dispatch
 
 import (
 	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"collmux/topo"
+	"collmux/tune"
 )
 
 // LogLevel is how much collmux writes to stderr (COLLMUX_LOG).
@@ -34,7 +40,61 @@ type Config struct {
 	Check     bool   // COLLMUX_CHECK: verify on every call that ranks agree
 	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
 	Timeout   int    // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
-	Rules     []Rule // built-in defaults, then COLLMUX_RULES (later wins)
+	Rules     []Rule // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
+	Tuning    string // the tuning table in force, if any
+	Warnings  []string
+}
+
+// RulesHash identifies the rule set, so that ranks can check that they
+// route alike (a rank routing differently would hang a collective).
+func (c Config) RulesHash() uint32 {
+	h := fnv.New32a()
+	for _, r := range c.Rules {
+		fmt.Fprintf(h, "%s|", r.Text)
+	}
+	return h.Sum32()
+}
+
+// gpuKey computes this machine's topo.GPUKey; tests replace it.
+var gpuKey = func() string {
+	nv := topo.SystemNVML()
+	defer topo.Shutdown(nv)
+	return topo.GPUKey(nv)
+}
+
+// TuningDir is where `collmux tune --install` puts tables, one per GPU key:
+// $XDG_CONFIG_HOME/collmux, or ~/.config/collmux.
+func TuningDir(getenv func(string) string) string {
+	if d := getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "collmux")
+	}
+	return filepath.Join(getenv("HOME"), ".config", "collmux")
+}
+
+// tuningRules loads the tuning table named by COLLMUX_TUNING, or the one
+// installed for this machine's GPU key. A table made on another machine
+// is refused with a warning; an unreadable or malformed one is an error.
+func tuningRules(getenv func(string) string) (rules []Rule, path string, warn string, err error) {
+	path = getenv("COLLMUX_TUNING")
+	if path == "" {
+		dir := TuningDir(getenv)
+		if m, _ := filepath.Glob(filepath.Join(dir, "tuning-*.json")); len(m) == 0 {
+			return nil, "", "", nil // nothing installed: skip NVML entirely
+		}
+		path = filepath.Join(dir, "tuning-"+gpuKey()+".json")
+		if _, err := os.Stat(path); err != nil {
+			return nil, "", "", nil
+		}
+	}
+	t, err := tune.Read(path)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
+	}
+	if key := gpuKey(); t.GPUKey != key {
+		return nil, "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
+	}
+	rules, err = ParseRules(t.RuleString(), "tuning table "+path)
+	return rules, path, "", err
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in the
@@ -74,6 +134,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Timeout = n
 	}
 	c.Rules = DefaultRules()
+	tuned, path, warn, err := tuningRules(getenv)
+	if err != nil {
+		return c, err
+	}
+	if warn != "" {
+		c.Warnings = append(c.Warnings, warn)
+	}
+	c.Rules, c.Tuning = append(c.Rules, tuned...), path
 	if v := getenv("COLLMUX_RULES"); v != "" {
 		user, err := ParseRules(v, "COLLMUX_RULES")
 		if err != nil {

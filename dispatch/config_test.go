@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"collmux/tune"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -48,5 +52,63 @@ func TestNamesRoundTrip(t *testing.T) {
 	}
 	if _, ok := ParseColl("allreduce_c"); ok {
 		t.Error("ParseColl accepted an unknown name")
+	}
+}
+
+func TestTuningTable(t *testing.T) {
+	gpuKey = func() string { return "key-here" }
+	dir := t.TempDir()
+	write := func(name, key string, rules ...string) string {
+		p := filepath.Join(dir, name)
+		if err := (tune.Table{Version: tune.TableVersion, GPUKey: key, Rules: rules}).Write(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", "key-here", "allreduce:cuda:0-64K:fused", "allreduce:cuda:64K-inf:nccl")
+	other := write("other.json", "key-elsewhere", "allreduce:cuda:*:staged")
+	bad := write("bad.json", "key-here", "allreduce:cuda:*:warp")
+	env := map[string]string{"COLLMUX_TUNING": good, "COLLMUX_RULES": "bcast:cuda:*:staged"}
+	get := func(k string) string { return env[k] }
+
+	c, err := LoadConfig(get)
+	if err != nil || c.Tuning != good {
+		t.Fatalf("%v, tuning %q", err, c.Tuning)
+	}
+	rt := Compile(c.Rules)
+	if r := rt.Pick(Allreduce, Device, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
+		t.Errorf("1 MiB allreduce: %v from %s", r.Backend, c.Rules[r.Rule].Source)
+	}
+	if r := rt.Pick(Bcast, Device, 8); r.Backend != Staged || c.Rules[r.Rule].Source != "COLLMUX_RULES" {
+		t.Error("COLLMUX_RULES must come after the tuning table")
+	}
+	env["COLLMUX_TUNING"] = other
+	if c, err := LoadConfig(get); err != nil || c.Tuning != "" || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "another machine") {
+		t.Errorf("a foreign table must be refused with a warning: %+v %v", c.Warnings, err)
+	}
+	env["COLLMUX_TUNING"] = bad
+	if _, err := LoadConfig(get); err == nil || !strings.Contains(err.Error(), `"warp"`) {
+		t.Errorf("a bad rule in a table must fail, naming it: %v", err)
+	}
+	// installed tables are found by GPU key
+	delete(env, "COLLMUX_TUNING")
+	env["XDG_CONFIG_HOME"] = dir
+	os.MkdirAll(filepath.Join(dir, "collmux"), 0o755)
+	os.Rename(good, filepath.Join(dir, "collmux", "tuning-key-here.json"))
+	if c, err := LoadConfig(get); err != nil || !strings.HasSuffix(c.Tuning, "tuning-key-here.json") {
+		t.Errorf("installed table not found: %q %v", c.Tuning, err)
+	}
+}
+
+func TestRulesHashDiffers(t *testing.T) {
+	a, _ := LoadConfig(func(string) string { return "" })
+	b, _ := LoadConfig(func(k string) string {
+		if k == "COLLMUX_RULES" {
+			return "bcast:cuda:*:nccl"
+		}
+		return ""
+	})
+	if a.RulesHash() == b.RulesHash() {
+		t.Error("different rule sets hash alike")
 	}
 }

@@ -22,7 +22,8 @@ type Row struct {
 	MaxSize uint64  `json:"max_bytes"` // 0 for the open last bucket
 	Calls   uint64  `json:"calls"`
 	Bytes   uint64  `json:"bytes"`
-	TimeSec float64 `json:"time_s"` // summed over ranks
+	TimeSec float64 `json:"time_s"`         // summed over ranks
+	Rule    string  `json:"rule,omitempty"` // the rule that routed these calls, and its source
 }
 
 // Report is what rank 0 writes at finalize.
@@ -34,17 +35,19 @@ type Report struct {
 
 // FromCounters reads the C counter array cmx_stats[coll][backend][bucket]
 // = {calls, bytes, ns}, flattened, and keeps the cells that saw calls.
-func FromCounters(raw []uint64, nbucket, ranks int, abi string) Report {
+// ruleOf names the rule that routed a cell (by flat cell index), or "".
+func FromCounters(raw []uint64, nbucket, ranks int, abi string, ruleOf func(cell int) string) Report {
 	r := Report{Ranks: ranks, ABI: abi}
 	for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
 		for b := dispatch.Backend(0); b < dispatch.NumBackend; b++ {
 			for k := 0; k < nbucket; k++ {
-				i := ((int(c)*int(dispatch.NumBackend)+int(b))*nbucket + k) * 3
+				cell := (int(c)*int(dispatch.NumBackend)+int(b))*nbucket + k
+				i := cell * 3
 				if raw[i] == 0 {
 					continue
 				}
 				lo, hi := BucketBounds(k, nbucket)
-				r.Rows = append(r.Rows, Row{c.String(), b.String(), lo, hi, raw[i], raw[i+1], float64(raw[i+2]) / 1e9})
+				r.Rows = append(r.Rows, Row{c.String(), b.String(), lo, hi, raw[i], raw[i+1], float64(raw[i+2]) / 1e9, ruleOf(cell)})
 			}
 		}
 	}
@@ -102,10 +105,10 @@ func (r Report) WriteText(w io.Writer) error {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].TimeSec > rows[j].TimeSec })
 	fmt.Fprintf(w, "collmux statistics: %d ranks, MPI ABI %s (calls, bytes and time summed over ranks)\n", r.Ranks, r.ABI)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "collective\tbackend\tbytes [lo-hi)\tcalls\tbytes\ttime(s)\tavg(us)\t")
+	fmt.Fprintln(tw, "collective\tbackend\tbytes [lo-hi)\tcalls\tbytes\ttime(s)\tavg(us)\t rule")
 	for _, row := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.6f\t%.2f\t\n", row.Coll, row.Backend, sizeRange(row.MinSize, row.MaxSize),
-			row.Calls, row.Bytes, row.TimeSec, row.TimeSec*1e6/float64(row.Calls))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.6f\t%.2f\t %s\n", row.Coll, row.Backend, sizeRange(row.MinSize, row.MaxSize),
+			row.Calls, row.Bytes, row.TimeSec, row.TimeSec*1e6/float64(row.Calls), row.Rule)
 	}
 	return tw.Flush()
 }

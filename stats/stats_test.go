@@ -29,7 +29,12 @@ func TestFromCounters(t *testing.T) {
 	}
 	set(dispatch.Allreduce, dispatch.MPI, 4, 10, 80, 5000)
 	set(dispatch.Alltoall, dispatch.NCCL, 21, 2, 2<<20, 1e9)
-	r := FromCounters(raw, nb, 4, "mpich")
+	r := FromCounters(raw, nb, 4, "mpich", func(cell int) string {
+		if cell == (int(dispatch.Alltoall)*int(dispatch.NumBackend)+int(dispatch.NCCL))*nb+21 {
+			return `"*:cuda:*:nccl" from default`
+		}
+		return ""
+	})
 	if len(r.Rows) != 2 {
 		t.Fatalf("want 2 rows, got %+v", r.Rows)
 	}
@@ -41,7 +46,7 @@ func TestFromCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"4 ranks", "alltoall", "nccl", "1M-2M", "8-16", "500000.00"} {
+	for _, want := range []string{"4 ranks", "alltoall", "nccl", "1M-2M", "8-16", "500000.00", `"*:cuda:*:nccl" from default`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}

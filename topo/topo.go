@@ -98,6 +98,18 @@ func (m *Machine) addGPUs(nv NVML) {
 	}
 }
 
+// GPUKey is the part of the fingerprint a tuning table must match: GPU
+// models, the NVLinks between them, and the driver. It asks only NVML
+// (nil: no GPU), so it is cheap enough for an MPI process's start-up.
+func GPUKey(nv NVML) string {
+	var m Machine
+	if nv != nil {
+		m.addGPUs(nv)
+	}
+	k, _ := m.keys()
+	return k
+}
+
 // normBus writes PCI bus ids one way: NVML gives 00000000:1B:00.0, CUDA
 // 0000:1b:00.0.
 func normBus(s string) string {
