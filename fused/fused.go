@@ -17,6 +17,24 @@ import (
 //go:embed kernels.cu
 var Source string
 
+// Collectives are those the kernels implement (capi/fused.c takes only
+// these); for any other, the fused backend falls back to NCCL.
+var Collectives = []string{"allreduce", "allgather", "alltoall", "bcast"}
+
+// Serves reports whether backend b can run collective c: the fused backend
+// only its Collectives, the others all of them.
+func Serves(b, c string) bool {
+	if b != "fused" {
+		return true
+	}
+	for _, x := range Collectives {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
 // CacheKey names the compiled image of the kernels for one GPU
 // architecture (e.g. 90 for sm_90) and driver version.
 func CacheKey(arch, driver int) string {

@@ -57,6 +57,35 @@ func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) 
 	return out, nil
 }
 
+// Merge averages repeated measurements of the same collective, backend and
+// size (sweeps from several runs), and drops those of a backend that cannot
+// run the collective (forcing it measures its fallback instead). can
+// reports whether backend b serves collective c.
+func Merge(samples []Sample, can func(b, c string) bool) []Sample {
+	type key struct {
+		c, b string
+		n    uint64
+	}
+	sum, cnt := map[key]float64{}, map[key]int{}
+	var order []key
+	for _, s := range samples {
+		if !can(s.Backend, s.Coll) {
+			continue
+		}
+		k := key{s.Coll, s.Backend, s.Bytes}
+		if cnt[k] == 0 {
+			order = append(order, k)
+		}
+		sum[k] += s.Micros
+		cnt[k]++
+	}
+	out := make([]Sample, 0, len(order))
+	for _, k := range order {
+		out = append(out, Sample{k.c, k.b, k.n, sum[k] / float64(cnt[k])})
+	}
+	return out
+}
+
 // Range is a chosen backend for [Lo, Hi] bytes (Hi = MaxUint64: no limit).
 type Range struct {
 	Coll    string `json:"collective"`

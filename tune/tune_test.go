@@ -88,6 +88,14 @@ func only(b string) func(string) string {
 	}
 }
 
+func TestMerge(t *testing.T) {
+	s := []Sample{{"allreduce", "nccl", 8, 10}, {"allreduce", "nccl", 8, 12}, {"reduce_scatter", "fused", 8, 1}, {"bcast", "fused", 8, 3}}
+	got := Merge(s, func(b, c string) bool { return b != "fused" || c != "reduce_scatter" })
+	if len(got) != 2 || got[0].Micros != 11 || got[1].Coll != "bcast" {
+		t.Errorf("Merge: %+v", got)
+	}
+}
+
 func TestTableRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "t.json")
 	tab := Table{Version: TableVersion, GPUKey: "abc", Rules: []string{"allreduce:cuda:0-64:fused"}}

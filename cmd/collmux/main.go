@@ -1,0 +1,29 @@
+// Command collmux is collmux's tool: it shows the machine as collmux sees
+// it (topo), the routing table in force (routes), and measures the machine
+// to write a tuning table (tune).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "collmux:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	c := &cobra.Command{
+		Use:           "collmux",
+		Short:         "collmux routes MPI collectives to MPI, NCCL or its own GPU kernels",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	c.AddCommand(topoCmd(), routesCmd(), tuneCmd())
+	return c
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"collmux/tune"
+)
+
+func execute(t *testing.T, args ...string) string {
+	t.Helper()
+	c := root()
+	var out bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&out)
+	c.SetArgs(args)
+	if err := c.Execute(); err != nil {
+		t.Fatalf("collmux %v: %v\n%s", args, err, out.String())
+	}
+	return out.String()
+}
+
+// tune on the sweeps recorded on 2 x H200 writes a loadable table whose
+// rules pick fused for small all-reduces, and a plot per collective.
+func TestTuneFromRecordedSweeps(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join("..", "..", "tune", "testdata")
+	table := filepath.Join(dir, "t.json")
+	out := execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv")+","+filepath.Join(data, "bench_fused.csv")+","+
+		filepath.Join(data, "bench_staged.csv"), "--gpu-key", "h200x2", "--out", table, "--plots", dir)
+	tab, err := tune.Read(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.GPUKey != "h200x2" || !strings.Contains(tab.RuleString(), "allreduce:cuda:0-") {
+		t.Errorf("table %+v", tab.Rules)
+	}
+	if !strings.HasPrefix(tab.Rules[0], "allgather:cuda:0-64:nccl") && !strings.Contains(out, "fused") {
+		t.Errorf("fused never chosen:\n%s", out)
+	}
+	for _, c := range []string{"allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"} {
+		st, err := os.Stat(filepath.Join(dir, c+".png"))
+		if err != nil || st.Size() < 1000 {
+			t.Errorf("plot for %s: %v", c, err)
+		}
+	}
+}
+
+func TestTopoJSON(t *testing.T) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(execute(t, "topo", "--json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["gpu_key"] == "" || m["fingerprint"] == "" || m["cores"].(float64) < 1 {
+		t.Errorf("topo: %v", m)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl")
+	out := execute(t, "routes")
+	for _, want := range []string{
+		`allreduce\s+cuda\s+0-4M\s+fused\s+"allreduce:cuda:0-4M:fused" from default`,
+		`allreduce\s+cuda\s+4M\+1-inf\s+nccl`,
+		`scan\s+cuda\s+0-inf\s+nccl\s+"scan:cuda:\*:nccl" from COLLMUX_RULES`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("routes output lacks %q:\n%s", want, out)
+		}
+	}
+}

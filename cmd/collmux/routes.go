@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"collmux/dispatch"
+	"collmux/stats"
+)
+
+func routesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "routes",
+		Short: "Show where each collective goes, by memory kind and size, under the current environment",
+		Long: "routes compiles the rules collmux would use in a process started with this environment " +
+			"(built-in defaults, the tuning table, COLLMUX_RULES) and prints them with the rule behind each range.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := dispatch.LoadConfig(os.Getenv)
+			if err != nil {
+				return err
+			}
+			for _, w := range cfg.Warnings {
+				fmt.Fprintln(os.Stderr, "warning:", w)
+			}
+			rt := dispatch.Compile(cfg.Rules)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "collective\tmemory\tbytes\tbackend\trule")
+			for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
+				for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
+					for _, r := range rt[c][m] {
+						hi := "inf"
+						if r.Hi != math.MaxUint64 {
+							hi = stats.HumanBytes(r.Hi)
+						}
+						rule := "-"
+						if r.Rule >= 0 {
+							rule = cfg.Rules[r.Rule].String()
+						}
+						fmt.Fprintf(tw, "%v\t%v\t%s-%s\t%v\t%s\n", c, m, lowBound(r.Lo), hi, r.Backend, rule)
+					}
+				}
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// lowBound prints a range's first size; one past a round size reads as
+// "4M+1" rather than 4194305.
+func lowBound(n uint64) string {
+	if n > 1 {
+		if h := stats.HumanBytes(n - 1); h != fmt.Sprint(n-1) {
+			return h + "+1"
+		}
+	}
+	return stats.HumanBytes(n)
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"collmux/dispatch"
+	"collmux/fused"
+	"collmux/topo"
+	"collmux/tune"
+)
+
+type tuneOpts struct {
+	np                 int
+	mpirun, bench, lib string
+	backends           []string
+	maxBytes, stgMax   string
+	margin             float64
+	out, plots         string
+	install            bool
+	fromCSV            []string
+	gpuKey             string
+}
+
+func tuneCmd() *cobra.Command {
+	o := tuneOpts{}
+	c := &cobra.Command{
+		Use:   "tune",
+		Short: "Measure every backend on this machine and write a tuning table",
+		Long: "tune runs the device-collective benchmark (bench/gpu_bench) under mpirun once per backend, " +
+			"forcing that backend with COLLMUX_RULES, picks the fastest backend per collective and size " +
+			"(keeping the previous choice while it is within --margin), and writes a tuning table and one plot per collective. " +
+			"With --from-csv it reads sweeps recorded earlier instead of running them.",
+		RunE: func(cmd *cobra.Command, args []string) error { return runTune(cmd, o) },
+	}
+	f := c.Flags()
+	f.IntVar(&o.np, "np", 0, "ranks (default: the number of GPUs)")
+	f.StringVar(&o.mpirun, "mpirun", "mpirun", "MPI launcher")
+	f.StringVar(&o.bench, "bench", "", "the gpu_bench binary (build it with mpicc from bench/gpu_bench.c)")
+	f.StringVar(&o.lib, "lib", "build/libcollmux.so", "libcollmux.so to preload")
+	f.StringSliceVar(&o.backends, "backends", []string{"nccl", "fused", "staged"}, "backends to measure")
+	f.StringVar(&o.maxBytes, "max-bytes", "1G", "largest message")
+	f.StringVar(&o.stgMax, "staged-max-bytes", "64M", "largest message for the (slow) staged path")
+	f.Float64Var(&o.margin, "margin", 0.05, "keep the previous winner while within this fraction of the best")
+	f.StringVar(&o.out, "out", "", "tuning table to write (default tuning-<gpu key>.json)")
+	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself")
+	f.StringVar(&o.plots, "plots", ".", "directory for the plots (<collective>.png)")
+	f.StringSliceVar(&o.fromCSV, "from-csv", nil, "read recorded gpu_bench CSV files instead of measuring")
+	f.StringVar(&o.gpuKey, "gpu-key", "", "GPU key of the machine the CSV files were measured on (with --from-csv)")
+	return c
+}
+
+// backendOf maps gpu_bench's path column to a backend: "via-X" is collmux
+// forced to X; in recorded results "nccl" is NCCL called directly and
+// "fused"/"staged" collmux forced to them.
+func backendOf(path string) string {
+	if b, ok := strings.CutPrefix(path, "via-"); ok {
+		return b
+	}
+	switch path {
+	case "nccl", "fused", "staged":
+		return path
+	}
+	return ""
+}
+
+func runTune(cmd *cobra.Command, o tuneOpts) error {
+	nv := topo.SystemNVML()
+	defer topo.Shutdown(nv)
+	m := topo.Probe(nv)
+	var samples []tune.Sample
+	if len(o.fromCSV) > 0 {
+		for _, path := range o.fromCSV {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			s, err := tune.ReadCSV(f, backendOf)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %v", path, err)
+			}
+			samples = append(samples, s...)
+		}
+		if o.gpuKey != "" {
+			m.GPUKey, m.Fingerprint = o.gpuKey, ""
+		}
+	} else {
+		s, err := sweep(cmd.ErrOrStderr(), o, m)
+		if err != nil {
+			return err
+		}
+		samples = s
+	}
+	samples = tune.Merge(samples, fused.Serves)
+	if len(samples) == 0 {
+		return fmt.Errorf("no measurements")
+	}
+	ranges := tune.Choose(samples, o.margin, "nccl")
+	t := tune.Table{Version: tune.TableVersion, Date: time.Now().UTC(), GPUKey: m.GPUKey, Fingerprint: m.Fingerprint,
+		Margin: o.margin, Rules: tune.Rules(ranges), Ranges: ranges, Samples: samples}
+	if _, err := dispatch.ParseRules(t.RuleString(), "tune"); err != nil {
+		return fmt.Errorf("internal error, the chosen rules do not parse: %v", err)
+	}
+	out := o.out
+	if out == "" {
+		out = "tuning-" + m.GPUKey + ".json"
+	}
+	if err := t.Write(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d rules for GPU key %s)\n", out, len(t.Rules), t.GPUKey)
+	for _, r := range t.Rules {
+		fmt.Fprintln(cmd.OutOrStdout(), "  ", r)
+	}
+	if o.install {
+		dir := dispatch.TuningDir(os.Getenv)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, "tuning-"+m.GPUKey+".json")
+		if err := t.Write(dst); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "installed %s\n", dst)
+	}
+	files, err := plotAll(o.plots, samples, ranges)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "plots: %s\n", strings.Join(files, " "))
+	return nil
+}
+
+// sweep runs gpu_bench once per backend, with a progress bar fed by the
+// benchmark's output lines.
+func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
+	if o.bench == "" {
+		return nil, fmt.Errorf("--bench is required to measure (or give --from-csv)")
+	}
+	np := o.np
+	if np == 0 {
+		np = len(m.GPUs)
+	}
+	if np < 1 {
+		return nil, fmt.Errorf("no GPU found; give --np")
+	}
+	lib, err := filepath.Abs(o.lib)
+	if err != nil {
+		return nil, err
+	}
+	var all []tune.Sample
+	for _, b := range o.backends {
+		max := o.maxBytes
+		if b == "staged" {
+			max = o.stgMax
+		}
+		maxB, err := dispatch.ParseRules("*:*:0-"+max+":mpi", "--max-bytes")
+		if err != nil {
+			return nil, err
+		}
+		lines := expectedLines(maxB[0].Hi)
+		bar := progressbar.NewOptions(lines, progressbar.OptionSetWriter(log), progressbar.OptionSetDescription("measuring "+b),
+			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		args := []string{"-np", fmt.Sprint(np), "-x", "LD_PRELOAD=" + lib, "-x", "COLLMUX_RULES=*:cuda:*:" + b,
+			"-x", "NCCL_NVLS_ENABLE=0", o.bench, fmt.Sprint(maxB[0].Hi), "via-" + b}
+		cmd := exec.Command(o.mpirun, args...)
+		cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		var csv bytes.Buffer
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			csv.WriteString(sc.Text() + "\n")
+			bar.Add(1)
+		}
+		if err := cmd.Wait(); err != nil {
+			return nil, fmt.Errorf("%s %s: %v\n%s", o.mpirun, strings.Join(args, " "), err, errb.String())
+		}
+		bar.Finish()
+		s, err := tune.ReadCSV(&csv, func(p string) string {
+			if p == "via-"+b {
+				return b
+			}
+			return ""
+		})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "%s: %d measurements\n", b, len(s))
+		all = append(all, s...)
+	}
+	return all, nil
+}
+
+// expectedLines is how many CSV lines gpu_bench prints up to max bytes:
+// a header, then for 5 collectives and sizes 8, 16, ... two paths each.
+func expectedLines(max uint64) int {
+	n := 0
+	for b := uint64(8); b <= max; b *= 2 {
+		n++
+	}
+	return 1 + 5*n*2
+}
