@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"collmux/topo"
+	"collmux/topo/nvlink"
 	"collmux/tune"
 )
 
@@ -55,12 +55,8 @@ func (c Config) RulesHash() uint32 {
 	return h.Sum32()
 }
 
-// gpuKey computes this machine's topo.GPUKey; tests replace it.
-var gpuKey = func() string {
-	nv := topo.SystemNVML()
-	defer topo.Shutdown(nv)
-	return topo.GPUKey(nv)
-}
+// gpuKey computes this machine's GPU key; tests replace it.
+var gpuKey = nvlink.SystemKey
 
 // TuningDir is where `collmux tune --install` puts tables, one per GPU key:
 // $XDG_CONFIG_HOME/collmux, or ~/.config/collmux.

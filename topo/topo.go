@@ -1,13 +1,10 @@
-// Package topo describes the machine collmux runs on: its GPUs and the
-// NVLinks between them (from NVML), its CPU (from cpuid), the NCCL and MPI
-// it will use, and a fingerprint of all that which keys tuning tables: a
-// table measured on one machine is only trusted on a machine with the same
-// fingerprint.
+// Package topo describes the machine collmux runs on for people and for
+// tuning: its GPUs and NVLinks (package nvlink), its CPU (cpuid), the NCCL
+// and MPI it will use, and a fingerprint of all that. Tuning tables record
+// the fingerprint and are matched by the GPU key.
 package topo
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -15,151 +12,35 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/klauspost/cpuid/v2"
-)
 
-// GPU is one device as NVML reports it.
-type GPU struct {
-	Index int    `json:"index"`
-	Name  string `json:"name"`
-	BusID string `json:"bus_id"`
-	// NVLinks counts active links to each other GPU, by its bus id.
-	NVLinks map[string]int `json:"nvlinks,omitempty"`
-}
+	"collmux/topo/nvlink"
+)
 
 // Machine is what collmux knows of the node.
 type Machine struct {
-	Hostname    string `json:"hostname"`
-	CPU         string `json:"cpu"`
-	Cores       int    `json:"cores"`
-	Driver      string `json:"driver,omitempty"`
-	CUDA        int    `json:"cuda_driver_version,omitempty"`
-	GPUs        []GPU  `json:"gpus"`
+	Hostname string `json:"hostname"`
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	nvlink.Node
 	NCCL        string `json:"nccl,omitempty"`
 	MPI         string `json:"mpi,omitempty"`
 	GPUKey      string `json:"gpu_key"`     // GPUs, links and driver: what a tuning table must match
 	Fingerprint string `json:"fingerprint"` // GPUKey plus CPU, NCCL and MPI versions
 }
 
-// NVML is the part of NVML topo asks. The real one wraps go-nvml;
-// tests use recorded answers.
-type NVML interface {
-	Driver() (string, int, error)
-	Count() (int, error)
-	Device(i int) (name, busID string, err error)
-	// Links lists the bus id of the remote end of each active NVLink of
-	// device i.
-	Links(i int) ([]string, error)
-}
-
-// Probe reads the machine. nv may be nil (no NVIDIA driver): the machine
-// then has no GPUs, which is a valid answer, not an error.
-func Probe(nv NVML) Machine {
+// Probe reads the machine; nv may be nil (no NVIDIA driver).
+func Probe(nv nvlink.NVML) Machine {
 	host, _ := os.Hostname()
-	m := Machine{Hostname: host, CPU: strings.TrimSpace(cpuid.CPU.BrandName), Cores: runtime.NumCPU()}
-	if nv != nil {
-		m.addGPUs(nv)
-	}
+	m := Machine{Hostname: host, CPU: strings.TrimSpace(cpuid.CPU.BrandName), Cores: runtime.NumCPU(), Node: nvlink.Read(nv)}
 	m.NCCL = ncclVersion()
 	m.MPI = mpiVersion()
-	m.GPUKey, m.Fingerprint = m.keys()
+	m.GPUKey = m.Key()
+	m.Fingerprint = nvlink.Hash(strings.Join([]string{m.GPUKey, m.CPU, fmt.Sprint(m.Cores), m.NCCL, m.MPI}, "|"))
 	return m
-}
-
-func (m *Machine) addGPUs(nv NVML) {
-	drv, cuda, err := nv.Driver()
-	if err != nil {
-		return
-	}
-	m.Driver, m.CUDA = drv, cuda
-	n, err := nv.Count()
-	if err != nil {
-		return
-	}
-	for i := 0; i < n; i++ {
-		name, bus, err := nv.Device(i)
-		if err != nil {
-			continue
-		}
-		g := GPU{Index: i, Name: name, BusID: normBus(bus)}
-		if links, err := nv.Links(i); err == nil {
-			for _, remote := range links {
-				if g.NVLinks == nil {
-					g.NVLinks = map[string]int{}
-				}
-				g.NVLinks[normBus(remote)]++
-			}
-		}
-		m.GPUs = append(m.GPUs, g)
-	}
-}
-
-// GPUKey is the part of the fingerprint a tuning table must match: GPU
-// models, the NVLinks between them, and the driver. It asks only NVML
-// (nil: no GPU), so it is cheap enough for an MPI process's start-up.
-func GPUKey(nv NVML) string {
-	var m Machine
-	if nv != nil {
-		m.addGPUs(nv)
-	}
-	k, _ := m.keys()
-	return k
-}
-
-// normBus writes PCI bus ids one way: NVML gives 00000000:1B:00.0, CUDA
-// 0000:1b:00.0.
-func normBus(s string) string {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if i := strings.Index(s, ":"); i > 4 {
-		s = s[i-4:]
-	}
-	return s
-}
-
-// LinksBetween counts the NVLinks from GPU a to GPU b (by index).
-func (m Machine) LinksBetween(a, b int) int {
-	if a < 0 || b < 0 || a >= len(m.GPUs) || b >= len(m.GPUs) {
-		return 0
-	}
-	return m.GPUs[a].NVLinks[m.GPUs[b].BusID]
-}
-
-// FullNVLink reports whether every pair of GPUs is joined by NVLink.
-func (m Machine) FullNVLink() bool {
-	for a := range m.GPUs {
-		for b := range m.GPUs {
-			if a != b && m.LinksBetween(a, b) == 0 {
-				return false
-			}
-		}
-	}
-	return len(m.GPUs) > 0
-}
-
-func (m Machine) keys() (gpuKey, fingerprint string) {
-	var parts []string
-	for a, g := range m.GPUs {
-		row := []string{g.Name}
-		for b := range m.GPUs {
-			row = append(row, fmt.Sprint(m.LinksBetween(a, b)))
-		}
-		parts = append(parts, strings.Join(row, ","))
-	}
-	sort.Strings(parts)
-	gk := "no-gpu"
-	if len(parts) > 0 {
-		gk = hash(fmt.Sprintf("%s|driver %s", strings.Join(parts, ";"), m.Driver))
-	}
-	return gk, hash(strings.Join([]string{gk, m.CPU, fmt.Sprint(m.Cores), m.NCCL, m.MPI}, "|"))
-}
-
-func hash(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:8])
 }
 
 var ncclFile = regexp.MustCompile(`libnccl\.so\.(\d+\.\d+\.\d+)$`)

@@ -1,89 +1,45 @@
 package topo
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"collmux/topo/nvlink"
 )
 
-// recorded holds NVML's answers as read on a machine, so that decoding
-// can be tested where no GPU exists.
-type recorded struct {
-	driver  string
-	cuda    int
-	devices [][2]string // name, bus id
-	links   [][]string  // remote bus ids of each device's active links
-	err     error
-}
+// a 2-GPU machine with NV18 between the GPUs, as NVML answered on the H200 host
+type twoGPUs struct{}
 
-func (r recorded) Driver() (string, int, error) { return r.driver, r.cuda, r.err }
-func (r recorded) Count() (int, error)          { return len(r.devices), r.err }
-func (r recorded) Device(i int) (string, string, error) {
-	return r.devices[i][0], r.devices[i][1], nil
+func (twoGPUs) Driver() (string, int, error) { return "580.159.04", 13000, nil }
+func (twoGPUs) Count() (int, error)          { return 2, nil }
+func (twoGPUs) Device(i int) (string, string, error) {
+	return "NVIDIA H200", []string{"00000000:1B:00.0", "00000000:43:00.0"}[i], nil
 }
-func (r recorded) Links(i int) ([]string, error) { return r.links[i], nil }
-
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
+func (twoGPUs) Links(i int) ([]string, error) {
+	out := make([]string, 18)
+	for k := range out {
+		out[k] = []string{"00000000:43:00.0", "00000000:1B:00.0"}[i]
 	}
-	return out
+	return out, nil
 }
 
-// The 2 x H200 machine: nvidia-smi topo -m shows NV18 between the GPUs.
-var h200x2 = recorded{
-	driver: "580.159.04", cuda: 13000,
-	devices: [][2]string{{"NVIDIA H200", "00000000:1B:00.0"}, {"NVIDIA H200", "00000000:43:00.0"}},
-	links:   [][]string{repeat("00000000:43:00.0", 18), repeat("00000000:1B:00.0", 18)},
-}
+var _ nvlink.NVML = twoGPUs{}
 
-func TestDecodeRecordedNVML(t *testing.T) {
-	m := Probe(h200x2)
-	if len(m.GPUs) != 2 || m.GPUs[1].BusID != "0000:43:00.0" {
-		t.Fatalf("GPUs: %+v", m.GPUs)
-	}
-	if m.LinksBetween(0, 1) != 18 || m.LinksBetween(1, 0) != 18 || m.LinksBetween(0, 0) != 0 {
-		t.Errorf("links: %d %d", m.LinksBetween(0, 1), m.LinksBetween(1, 0))
-	}
-	if !m.FullNVLink() {
-		t.Error("two GPUs joined by 18 links are fully connected")
+func TestProbeAndTable(t *testing.T) {
+	m := Probe(twoGPUs{})
+	if m.Cores < 1 || m.GPUKey != m.Key() || m.Fingerprint == "" || m.Fingerprint == m.GPUKey {
+		t.Errorf("machine: %+v", m)
 	}
 	var b strings.Builder
-	m.WriteTable(&b)
-	if !strings.Contains(b.String(), "NV18") || !strings.Contains(b.String(), "580.159.04") {
-		t.Errorf("table:\n%s", b.String())
+	if err := m.WriteTable(&b); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestKeys(t *testing.T) {
-	a := Probe(h200x2)
-	partial := h200x2
-	partial.links = [][]string{repeat("00000000:43:00.0", 12), repeat("00000000:1B:00.0", 12)}
-	newDriver := h200x2
-	newDriver.driver = "590.1"
-	for name, other := range map[string]recorded{"fewer links": partial, "another driver": newDriver} {
-		if Probe(other).GPUKey == a.GPUKey {
-			t.Errorf("%s: same GPU key", name)
+	for _, want := range []string{"NV18", "580.159.04", "every pair of GPUs", m.GPUKey} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
-	if Probe(h200x2).GPUKey != a.GPUKey {
-		t.Error("GPU key not stable")
-	}
-	none := Probe(nil)
-	if none.GPUKey != "no-gpu" || len(none.GPUs) != 0 || none.FullNVLink() {
-		t.Errorf("no NVML: %+v", none)
-	}
-	broken := Probe(recorded{err: errors.New("driver gone")})
-	if len(broken.GPUs) != 0 {
-		t.Error("an NVML error must leave no GPUs")
-	}
-}
-
-func TestNormBus(t *testing.T) {
-	for in, want := range map[string]string{"00000000:1B:00.0": "0000:1b:00.0", "0000:1b:00.0": "0000:1b:00.0"} {
-		if got := normBus(in); got != want {
-			t.Errorf("normBus(%q) = %q", in, got)
-		}
+	if Probe(nil).GPUKey != "no-gpu" {
+		t.Error("no GPU")
 	}
 }

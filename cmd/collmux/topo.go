@@ -2,11 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"collmux/topo"
+	"collmux/topo/nvlink"
 )
 
 func topoCmd() *cobra.Command {
@@ -15,8 +15,8 @@ func topoCmd() *cobra.Command {
 		Use:   "topo",
 		Short: "Show the GPUs, NVLinks, CPU, NCCL and MPI of this machine and its fingerprint",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nv := topo.SystemNVML()
-			defer topo.Shutdown(nv)
+			nv := nvlink.System()
+			defer nvlink.Shutdown(nv)
 			m := topo.Probe(nv)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -27,6 +27,5 @@ func topoCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	_ = os.Stdout
 	return c
 }

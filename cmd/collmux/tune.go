@@ -17,6 +17,7 @@ import (
 	"collmux/dispatch"
 	"collmux/fused"
 	"collmux/topo"
+	"collmux/topo/nvlink"
 	"collmux/tune"
 )
 
@@ -75,8 +76,8 @@ func backendOf(path string) string {
 }
 
 func runTune(cmd *cobra.Command, o tuneOpts) error {
-	nv := topo.SystemNVML()
-	defer topo.Shutdown(nv)
+	nv := nvlink.System()
+	defer nvlink.Shutdown(nv)
 	m := topo.Probe(nv)
 	var samples []tune.Sample
 	if len(o.fromCSV) > 0 {

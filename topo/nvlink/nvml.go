@@ -1,4 +1,4 @@
-package topo
+package nvlink
 
 import (
 	"fmt"
@@ -6,16 +6,16 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// SystemNVML opens the NVIDIA driver's NVML; nil when there is none.
+// System opens the NVIDIA driver's NVML; nil when there is none.
 // Close it with Shutdown.
-func SystemNVML() NVML {
+func System() NVML {
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
 		return nil
 	}
 	return system{}
 }
 
-// Shutdown releases NVML if SystemNVML opened it.
+// Shutdown releases NVML if System opened it.
 func Shutdown(nv NVML) {
 	if _, ok := nv.(system); ok {
 		nvml.Shutdown()

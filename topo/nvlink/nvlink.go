@@ -1,0 +1,136 @@
+// Package nvlink reads a node's GPUs and the NVLinks between them from
+// NVML, and derives the GPU key that tuning tables are matched by. It is
+// the part of topology an MPI process needs at start-up, so it depends on
+// go-nvml alone and runs no command.
+package nvlink
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// GPU is one device as NVML reports it.
+type GPU struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	BusID string `json:"bus_id"`
+	// NVLinks counts active links to each other GPU, by its bus id.
+	NVLinks map[string]int `json:"nvlinks,omitempty"`
+}
+
+// NVML is the part of NVML read here. The real one wraps go-nvml; tests
+// use recorded answers.
+type NVML interface {
+	Driver() (string, int, error)
+	Count() (int, error)
+	Device(i int) (name, busID string, err error)
+	// Links lists the bus id of the remote end of each active NVLink of
+	// device i.
+	Links(i int) ([]string, error)
+}
+
+// Node is what NVML says of the node: driver and GPUs.
+type Node struct {
+	Driver string `json:"driver,omitempty"`
+	CUDA   int    `json:"cuda_driver_version,omitempty"`
+	GPUs   []GPU  `json:"gpus"`
+}
+
+// Read asks NVML; nv nil (no NVIDIA driver) or failing gives no GPUs,
+// which is a valid answer, not an error.
+func Read(nv NVML) Node {
+	var n Node
+	if nv == nil {
+		return n
+	}
+	drv, cuda, err := nv.Driver()
+	if err != nil {
+		return n
+	}
+	n.Driver, n.CUDA = drv, cuda
+	count, err := nv.Count()
+	if err != nil {
+		return n
+	}
+	for i := 0; i < count; i++ {
+		name, bus, err := nv.Device(i)
+		if err != nil {
+			continue
+		}
+		g := GPU{Index: i, Name: name, BusID: normBus(bus)}
+		if links, err := nv.Links(i); err == nil {
+			for _, remote := range links {
+				if g.NVLinks == nil {
+					g.NVLinks = map[string]int{}
+				}
+				g.NVLinks[normBus(remote)]++
+			}
+		}
+		n.GPUs = append(n.GPUs, g)
+	}
+	return n
+}
+
+// normBus writes PCI bus ids one way: NVML gives 00000000:1B:00.0, CUDA
+// 0000:1b:00.0.
+func normBus(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if i := strings.Index(s, ":"); i > 4 {
+		s = s[i-4:]
+	}
+	return s
+}
+
+// LinksBetween counts the NVLinks from GPU a to GPU b (by index).
+func (n Node) LinksBetween(a, b int) int {
+	if a < 0 || b < 0 || a >= len(n.GPUs) || b >= len(n.GPUs) {
+		return 0
+	}
+	return n.GPUs[a].NVLinks[n.GPUs[b].BusID]
+}
+
+// FullNVLink reports whether every pair of GPUs is joined by NVLink.
+func (n Node) FullNVLink() bool {
+	for a := range n.GPUs {
+		for b := range n.GPUs {
+			if a != b && n.LinksBetween(a, b) == 0 {
+				return false
+			}
+		}
+	}
+	return len(n.GPUs) > 0
+}
+
+// Key is what a tuning table must match: GPU models, the NVLinks between
+// them, and the driver; "no-gpu" without GPUs.
+func (n Node) Key() string {
+	var parts []string
+	for a, g := range n.GPUs {
+		row := []string{g.Name}
+		for b := range n.GPUs {
+			row = append(row, fmt.Sprint(n.LinksBetween(a, b)))
+		}
+		parts = append(parts, strings.Join(row, ","))
+	}
+	if len(parts) == 0 {
+		return "no-gpu"
+	}
+	sort.Strings(parts)
+	return Hash(fmt.Sprintf("%s|driver %s", strings.Join(parts, ";"), n.Driver))
+}
+
+// Hash is the short digest keys and fingerprints are made of.
+func Hash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// SystemKey reads this machine's key through the driver's NVML.
+func SystemKey() string {
+	nv := System()
+	defer Shutdown(nv)
+	return Read(nv).Key()
+}
