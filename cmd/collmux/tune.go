@@ -26,6 +26,7 @@ type tuneOpts struct {
 	mpirun, bench, lib string
 	backends           []string
 	maxBytes, stgMax   string
+	fusedMax           string
 	margin             float64
 	out, plots         string
 	install            bool
@@ -52,6 +53,7 @@ func tuneCmd() *cobra.Command {
 	f.StringSliceVar(&o.backends, "backends", []string{"nccl", "fused", "staged"}, "backends to measure")
 	f.StringVar(&o.maxBytes, "max-bytes", "1G", "largest message")
 	f.StringVar(&o.stgMax, "staged-max-bytes", "64M", "largest message for the (slow) staged path")
+	f.StringVar(&o.fusedMax, "fused-max-bytes", "8M", "largest message the fused kernels take (their workspace); larger ones would measure NCCL")
 	f.Float64Var(&o.margin, "margin", 0.05, "keep the previous winner while within this fraction of the best")
 	f.StringVar(&o.out, "out", "", "tuning table to write (default tuning-<gpu key>.json)")
 	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself")
@@ -163,8 +165,11 @@ func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 	var all []tune.Sample
 	for _, b := range o.backends {
 		max := o.maxBytes
-		if b == "staged" {
+		switch b {
+		case "staged":
 			max = o.stgMax
+		case "fused":
+			max = o.fusedMax
 		}
 		maxB, err := dispatch.ParseRules("*:*:0-"+max+":mpi", "--max-bytes")
 		if err != nil {
