@@ -20,6 +20,7 @@ import (
 
 	"collmux/dispatch"
 	"collmux/fused"
+	"collmux/internal/units"
 	"collmux/mpi"
 	"collmux/stats"
 )
@@ -124,7 +125,7 @@ func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.
 	}
 	size := "any size"
 	if uint64(bytes) != ^uint64(0) {
-		size = stats.HumanBytes(uint64(bytes)) + " B"
+		size = units.Bytes(uint64(bytes)) + " B"
 	}
 	fmt.Fprintf(os.Stderr, "collmux[%d]: %v on %v memory, %s -> %v (%s)\n", os.Getpid(), dispatch.Coll(coll), dispatch.Mem(mem), size, dispatch.Backend(used), why)
 }

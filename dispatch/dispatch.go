@@ -11,18 +11,24 @@ import "fmt"
 // Coll is an intercepted collective; its values match the C enum CMX_COLL_*.
 type Coll int
 
-func (c Coll) String() string {
-	if c >= 0 && int(c) < len(collNames) {
-		return collNames[c]
-	}
-	return fmt.Sprintf("coll(%d)", int(c))
-}
+func (c Coll) String() string { return enumString(c, collNames[:], "coll") }
 
 // ParseColl finds a collective by its lower-case name ("allreduce").
-func ParseColl(s string) (Coll, bool) {
-	for i, n := range collNames {
+func ParseColl(s string) (Coll, bool) { return enumParse[Coll](s, collNames[:]) }
+
+// enumString and enumParse map the small integer enums of this package
+// (their values are shared with C) to and from their names.
+func enumString[T ~int](v T, names []string, what string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", what, int(v))
+}
+
+func enumParse[T ~int](s string, names []string) (T, bool) {
+	for i, n := range names {
 		if n == s {
-			return Coll(i), true
+			return T(i), true
 		}
 	}
 	return 0, false
@@ -45,22 +51,10 @@ const (
 
 var backendNames = [...]string{"mpi", "nccl", "fused", "staged"}
 
-func (b Backend) String() string {
-	if b >= 0 && b < NumBackend {
-		return backendNames[b]
-	}
-	return fmt.Sprintf("backend(%d)", int(b))
-}
+func (b Backend) String() string { return enumString(b, backendNames[:], "backend") }
 
 // ParseBackend finds a backend by name.
-func ParseBackend(s string) (Backend, bool) {
-	for i, n := range backendNames {
-		if n == s {
-			return Backend(i), true
-		}
-	}
-	return 0, false
-}
+func ParseBackend(s string) (Backend, bool) { return enumParse[Backend](s, backendNames[:]) }
 
 // Mem is where a call's buffers live; values match CMX_MEM_*.
 type Mem int
@@ -75,9 +69,4 @@ const (
 
 var memNames = [...]string{"host", "cuda", "managed", "mixed"}
 
-func (m Mem) String() string {
-	if m >= 0 && m < NumMem {
-		return memNames[m]
-	}
-	return fmt.Sprintf("mem(%d)", int(m))
-}
+func (m Mem) String() string { return enumString(m, memNames[:], "mem") }

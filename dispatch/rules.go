@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
+
+	"collmux/internal/units"
 )
 
 // Rule sends the calls it matches to a backend. Coll and Mem of -1 match
@@ -75,7 +76,7 @@ func parseRule(tok string) (Rule, error) {
 		r.Coll = c
 	}
 	if f[1] != "*" {
-		m, ok := parseMem(f[1])
+		m, ok := enumParse[Mem](f[1], memNames[:])
 		if !ok {
 			return r, fmt.Errorf("unknown memory kind %q (want host, cuda, managed, mixed or *)", f[1])
 		}
@@ -87,11 +88,11 @@ func parseRule(tok string) (Rule, error) {
 			return r, fmt.Errorf("bad range %q (want lo-hi)", f[2])
 		}
 		var err error
-		if r.Lo, err = parseSize(lo); err != nil {
+		if r.Lo, err = units.Parse(lo); err != nil {
 			return r, err
 		}
 		if hi != "inf" {
-			if r.Hi, err = parseSize(hi); err != nil {
+			if r.Hi, err = units.Parse(hi); err != nil {
 				return r, err
 			}
 		}
@@ -105,33 +106,6 @@ func parseRule(tok string) (Rule, error) {
 	}
 	r.Backend = b
 	return r, nil
-}
-
-func parseMem(s string) (Mem, bool) {
-	for m := Mem(0); m < NumMem; m++ {
-		if m.String() == s {
-			return m, true
-		}
-	}
-	return 0, false
-}
-
-// parseSize reads 123, 4K, 16M, 1G (binary multiples).
-func parseSize(s string) (uint64, error) {
-	mult := uint64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, s[:len(s)-1]
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, s[:len(s)-1]
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || (n > 0 && n*mult/n != mult) {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
 }
 
 // Route is one size range of a compiled (collective, memory) cell.

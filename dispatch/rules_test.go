@@ -73,17 +73,6 @@ func TestCompileLaterRulesWin(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"0": 0, "8": 8, "4K": 4096, "16M": 16 << 20, "1G": 1 << 30} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v", in, got, err)
-		}
-	}
-	if _, err := parseSize("99999999999999999999G"); err == nil {
-		t.Error("overflow accepted")
-	}
-}
-
 func FuzzParseRules(f *testing.F) {
 	for _, s := range []string{"allreduce:cuda:0-256K:fused", "*:*:*:mpi#bcast:host:1-2:nccl", "a:b:c:d", "::::", "#", "x:cuda:1K-inf:staged"} {
 		f.Add(s)

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"collmux/dispatch"
+	"collmux/internal/units"
 )
 
 // Row is one (collective, backend, size bucket) cell with any calls in it.
@@ -118,20 +119,7 @@ func sizeRange(lo, hi uint64) string {
 		return "0"
 	}
 	if hi == 0 {
-		return HumanBytes(lo) + "+"
+		return units.Bytes(lo) + "+"
 	}
-	return HumanBytes(lo) + "-" + HumanBytes(hi)
-}
-
-// HumanBytes prints a byte count with a binary suffix when it is exact.
-func HumanBytes(n uint64) string {
-	for _, u := range []struct {
-		s string
-		v uint64
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if n >= u.v && n%u.v == 0 {
-			return fmt.Sprintf("%d%s", n/u.v, u.s)
-		}
-	}
-	return fmt.Sprintf("%d", n)
+	return units.Bytes(lo) + "-" + units.Bytes(hi)
 }

@@ -52,11 +52,3 @@ func TestFromCounters(t *testing.T) {
 		}
 	}
 }
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0", 1023: "1023", 1024: "1K", 3 << 20: "3M", 1 << 30: "1G"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %s, want %s", n, got, want)
-		}
-	}
-}

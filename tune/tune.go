@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"collmux/internal/units"
 )
 
 // Sample is one measured point: a collective of Bytes on Backend took
@@ -168,23 +170,11 @@ func Rules(rs []Range) []string {
 	for _, r := range rs {
 		hi := "inf"
 		if r.Hi != math.MaxUint64 {
-			hi = size(r.Hi)
+			hi = units.Bytes(r.Hi)
 		}
-		out = append(out, fmt.Sprintf("%s:cuda:%s-%s:%s", r.Coll, size(r.Lo), hi, r.Backend))
+		out = append(out, fmt.Sprintf("%s:cuda:%s-%s:%s", r.Coll, units.Bytes(r.Lo), hi, r.Backend))
 	}
 	return out
-}
-
-func size(n uint64) string {
-	for _, u := range []struct {
-		s string
-		v uint64
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if n >= u.v && n%u.v == 0 {
-			return fmt.Sprintf("%d%s", n/u.v, u.s)
-		}
-	}
-	return strconv.FormatUint(n, 10)
 }
 
 // TableVersion is the format version Write produces and Read accepts.

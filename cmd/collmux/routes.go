@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collmux/dispatch"
-	"collmux/stats"
+	"collmux/internal/units"
 )
 
 func routesCmd() *cobra.Command {
@@ -34,7 +34,7 @@ func routesCmd() *cobra.Command {
 					for _, r := range rt[c][m] {
 						hi := "inf"
 						if r.Hi != math.MaxUint64 {
-							hi = stats.HumanBytes(r.Hi)
+							hi = units.Bytes(r.Hi)
 						}
 						rule := "-"
 						if r.Rule >= 0 {
@@ -53,9 +53,9 @@ func routesCmd() *cobra.Command {
 // "4M+1" rather than 4194305.
 func lowBound(n uint64) string {
 	if n > 1 {
-		if h := stats.HumanBytes(n - 1); h != fmt.Sprint(n-1) {
+		if h := units.Bytes(n - 1); h != fmt.Sprint(n-1) {
 			return h + "+1"
 		}
 	}
-	return stats.HumanBytes(n)
+	return units.Bytes(n)
 }

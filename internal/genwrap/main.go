@@ -133,11 +133,11 @@ func genHeader(colls []coll) []byte {
 	}
 	b.WriteString("\tCMX_NFN\n};\n\n")
 	b.WriteString("/* Element kinds and ops, as in package mpi. */\nenum {\n")
-	for k := mpi.KindOther; k.String() != fmt.Sprintf("kind(%d)", k); k++ {
+	for _, k := range kinds() {
 		fmt.Fprintf(&b, "\tCMX_KIND_%s,\n", upper(k.String()))
 	}
 	b.WriteString("\tCMX_NKIND\n};\nenum {\n")
-	for o := mpi.OpUser; o.String() != fmt.Sprintf("op(%d)", o); o++ {
+	for _, o := range ops() {
 		fmt.Fprintf(&b, "\tCMX_OP_%s,\n", upper(o.String()))
 	}
 	b.WriteString("\tCMX_NOP\n};\n\n#endif\n")
@@ -216,6 +216,24 @@ func genWrappers(colls []coll) []byte {
 	return b.Bytes()
 }
 
+// kinds and ops list package mpi's enums, in order, up to the first value
+// without a name.
+func kinds() []mpi.Kind {
+	var out []mpi.Kind
+	for k := mpi.KindOther; k.String() != fmt.Sprintf("kind(%d)", k); k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+func ops() []mpi.Op {
+	var out []mpi.Op
+	for o := mpi.OpUser; o.String() != fmt.Sprintf("op(%d)", o); o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
 // goName turns an MPI name (Reduce_scatter_block) into a Go one (ReduceScatterBlock).
 func goName(s string) string {
 	parts := strings.Split(s, "_")
@@ -258,9 +276,9 @@ func genABI() []byte {
 	b.WriteString("\t{0},\n};\n\n")
 	b.WriteString("/* op_valid[op][kind]: MPI accepts op on elements of kind. */\n")
 	b.WriteString("const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND] = {\n")
-	for o := mpi.OpUser; o.String() != fmt.Sprintf("op(%d)", o); o++ {
+	for _, o := range ops() {
 		b.WriteString("\t{")
-		for k := mpi.KindOther; k.String() != fmt.Sprintf("kind(%d)", k); k++ {
+		for _, k := range kinds() {
 			fmt.Fprintf(&b, "%d,", btoi(o.Valid(k)))
 		}
 		b.WriteString("},\n")
