@@ -43,6 +43,7 @@ var (
 //export collmux_go_init
 func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	abi = mpi.ABI(abiC)
+	dispatch.GPUKey = systemGPUKey
 	c, err := dispatch.LoadConfig(os.Getenv)
 	if err != nil {
 		fatalf("%v", err)

@@ -55,8 +55,17 @@ func (c Config) RulesHash() uint32 {
 	return h.Sum32()
 }
 
-// gpuKey computes this machine's GPU key; tests replace it.
-var gpuKey = nvlink.SystemKey
+// GPUKey computes this machine's GPU key (nvlink.Node.Key) for matching
+// tuning tables; the library and the collmux tool each set it with their
+// own way of asking NVML. Unset, the machine counts as having no GPU.
+var GPUKey func() string
+
+func gpuKey() string {
+	if GPUKey == nil {
+		return nvlink.Read(nil).Key()
+	}
+	return GPUKey()
+}
 
 // TuningDir is where `collmux tune --install` puts tables, one per GPU key:
 // $XDG_CONFIG_HOME/collmux, or ~/.config/collmux.

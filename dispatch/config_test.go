@@ -56,7 +56,8 @@ func TestNamesRoundTrip(t *testing.T) {
 }
 
 func TestTuningTable(t *testing.T) {
-	gpuKey = func() string { return "key-here" }
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
 	dir := t.TempDir()
 	write := func(name, key string, rules ...string) string {
 		p := filepath.Join(dir, name)

@@ -8,9 +8,18 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"collmux/dispatch"
+	"collmux/topo"
+	"collmux/topo/nvlink"
 )
 
 func main() {
+	dispatch.GPUKey = func() string {
+		nv := topo.SystemNVML()
+		defer topo.Shutdown(nv)
+		return nvlink.Read(nv).Key()
+	}
 	if err := root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "collmux:", err)
 		os.Exit(1)

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"collmux/topo"
-	"collmux/topo/nvlink"
 )
 
 func topoCmd() *cobra.Command {
@@ -15,8 +14,8 @@ func topoCmd() *cobra.Command {
 		Use:   "topo",
 		Short: "Show the GPUs, NVLinks, CPU, NCCL and MPI of this machine and its fingerprint",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nv := nvlink.System()
-			defer nvlink.Shutdown(nv)
+			nv := topo.SystemNVML()
+			defer topo.Shutdown(nv)
 			m := topo.Probe(nv)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())

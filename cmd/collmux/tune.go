@@ -17,7 +17,6 @@ import (
 	"collmux/dispatch"
 	"collmux/fused"
 	"collmux/topo"
-	"collmux/topo/nvlink"
 	"collmux/tune"
 )
 
@@ -78,8 +77,8 @@ func backendOf(path string) string {
 }
 
 func runTune(cmd *cobra.Command, o tuneOpts) error {
-	nv := nvlink.System()
-	defer nvlink.Shutdown(nv)
+	nv := topo.SystemNVML()
+	defer topo.Shutdown(nv)
 	m := topo.Probe(nv)
 	var samples []tune.Sample
 	if len(o.fromCSV) > 0 {

@@ -1,7 +1,7 @@
-// Package nvlink reads a node's GPUs and the NVLinks between them from
-// NVML, and derives the GPU key that tuning tables are matched by. It is
-// the part of topology an MPI process needs at start-up, so it depends on
-// go-nvml alone and runs no command.
+// Package nvlink turns NVML's answers about a node's GPUs and the NVLinks
+// between them into a description and the GPU key tuning tables are
+// matched by. It depends on nothing: the library asks NVML through its own
+// dlopen (capi/nvml.c), the collmux tool through go-nvml (package topo).
 package nvlink
 
 import (
@@ -126,11 +126,4 @@ func (n Node) Key() string {
 func Hash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
-}
-
-// SystemKey reads this machine's key through the driver's NVML.
-func SystemKey() string {
-	nv := System()
-	defer Shutdown(nv)
-	return Read(nv).Key()
 }

@@ -1,22 +1,24 @@
-package nvlink
+package topo
 
 import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collmux/topo/nvlink"
 )
 
-// System opens the NVIDIA driver's NVML; nil when there is none.
-// Close it with Shutdown.
-func System() NVML {
+// SystemNVML opens the NVIDIA driver's NVML through go-nvml; nil when
+// there is none. Close it with Shutdown.
+func SystemNVML() nvlink.NVML {
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
 		return nil
 	}
 	return system{}
 }
 
-// Shutdown releases NVML if System opened it.
-func Shutdown(nv NVML) {
+// Shutdown releases NVML if SystemNVML opened it.
+func Shutdown(nv nvlink.NVML) {
 	if _, ok := nv.(system); ok {
 		nvml.Shutdown()
 	}

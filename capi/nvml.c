@@ -1,0 +1,93 @@
+/*
+ * nvml.c: the few NVML queries the library makes (GPUs and NVLinks, for the
+ * GPU key tuning tables are matched by), through dlopen like CUDA and NCCL.
+ * go-nvml is not used in the library: it leaves nvml* symbols undefined in
+ * the shared object, which breaks programs that link libcollmux directly.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "cmx.h"
+
+typedef struct {
+	char bus_legacy[16];
+	unsigned domain, bus, device, device_id, subsystem_id;
+	char bus_id[32];
+} nvml_pci; /* nvmlPciInfo_t */
+
+static struct {
+	int (*Init)(void);
+	int (*Shutdown)(void);
+	int (*DriverVersion)(char *, unsigned);
+	int (*CudaDriverVersion)(int *);
+	int (*Count)(unsigned *);
+	int (*Handle)(unsigned, void **);
+	int (*Name)(void *, char *, unsigned);
+	int (*Pci)(void *, nvml_pci *);
+	int (*LinkState)(void *, unsigned, int *);
+	int (*LinkRemote)(void *, unsigned, nvml_pci *);
+} nv;
+
+int cmx_nvml_open(void)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return 0;
+#define SYM(f, name) (*(void **)&nv.f = dlsym(h, name))
+	SYM(Init, "nvmlInit_v2"), SYM(Shutdown, "nvmlShutdown"), SYM(DriverVersion, "nvmlSystemGetDriverVersion");
+	SYM(CudaDriverVersion, "nvmlSystemGetCudaDriverVersion"), SYM(Count, "nvmlDeviceGetCount_v2");
+	SYM(Handle, "nvmlDeviceGetHandleByIndex_v2"), SYM(Name, "nvmlDeviceGetName"), SYM(Pci, "nvmlDeviceGetPciInfo_v3");
+	SYM(LinkState, "nvmlDeviceGetNvLinkState"), SYM(LinkRemote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+#undef SYM
+	return nv.Init && nv.DriverVersion && nv.Count && nv.Handle && nv.Name && nv.Pci && nv.Init() == 0;
+}
+
+void cmx_nvml_close(void)
+{
+	if (nv.Shutdown)
+		nv.Shutdown();
+}
+
+int cmx_nvml_driver(char *buf, int len, int *cuda)
+{
+	*cuda = 0;
+	if (nv.CudaDriverVersion)
+		nv.CudaDriverVersion(cuda);
+	return nv.DriverVersion(buf, (unsigned)len) == 0;
+}
+
+int cmx_nvml_count(void)
+{
+	unsigned n = 0;
+	return nv.Count(&n) == 0 ? (int)n : -1;
+}
+
+int cmx_nvml_device(int i, char *name, int nlen, char *bus, int blen)
+{
+	void *d;
+	nvml_pci p;
+	if (nv.Handle((unsigned)i, &d) != 0 || nv.Name(d, name, (unsigned)nlen) != 0 || nv.Pci(d, &p) != 0)
+		return 0;
+	strncpy(bus, p.bus_id, (size_t)blen - 1);
+	bus[blen - 1] = 0;
+	return 1;
+}
+
+/* remote bus id of link `link` of device i: 1 when the link is active, 0
+ * when it is not, -1 past the last link */
+int cmx_nvml_link(int i, int link, char *bus, int blen)
+{
+	void *d;
+	int state = 0;
+	nvml_pci p;
+	if (!nv.LinkState || !nv.LinkRemote || nv.Handle((unsigned)i, &d) != 0)
+		return -1;
+	if (nv.LinkState(d, (unsigned)link, &state) != 0)
+		return link < 64 ? 0 : -1;
+	if (state != 1 /* NVML_FEATURE_ENABLED */ || nv.LinkRemote(d, (unsigned)link, &p) != 0)
+		return 0;
+	strncpy(bus, p.bus_id, (size_t)blen - 1);
+	bus[blen - 1] = 0;
+	return 1;
+}

@@ -1,0 +1,75 @@
+package main
+
+/*
+#include "cmx.h"
+int cmx_nvml_open(void);
+void cmx_nvml_close(void);
+int cmx_nvml_driver(char *buf, int len, int *cuda);
+int cmx_nvml_count(void);
+int cmx_nvml_device(int i, char *name, int nlen, char *bus, int blen);
+int cmx_nvml_link(int i, int link, char *bus, int blen);
+*/
+import "C"
+
+import (
+	"errors"
+
+	"collmux/topo/nvlink"
+)
+
+// cNVML answers nvlink's questions through capi/nvml.c (NVML by dlopen).
+type cNVML struct{}
+
+var errNVML = errors.New("nvml query failed")
+
+func cstr(buf []C.char) string { return C.GoString(&buf[0]) }
+
+func (cNVML) Driver() (string, int, error) {
+	var buf [96]C.char
+	var cuda C.int
+	if C.cmx_nvml_driver(&buf[0], C.int(len(buf)), &cuda) == 0 {
+		return "", 0, errNVML
+	}
+	return cstr(buf[:]), int(cuda), nil
+}
+
+func (cNVML) Count() (int, error) {
+	n := int(C.cmx_nvml_count())
+	if n < 0 {
+		return 0, errNVML
+	}
+	return n, nil
+}
+
+func (cNVML) Device(i int) (string, string, error) {
+	var name [96]C.char
+	var bus [32]C.char
+	if C.cmx_nvml_device(C.int(i), &name[0], C.int(len(name)), &bus[0], C.int(len(bus))) == 0 {
+		return "", "", errNVML
+	}
+	return cstr(name[:]), cstr(bus[:]), nil
+}
+
+func (cNVML) Links(i int) ([]string, error) {
+	var out []string
+	var bus [32]C.char
+	for l := 0; l < 64; l++ {
+		switch C.cmx_nvml_link(C.int(i), C.int(l), &bus[0], C.int(len(bus))) {
+		case 1:
+			out = append(out, cstr(bus[:]))
+		case -1:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// systemGPUKey is this machine's GPU key, read through NVML when the
+// driver has it.
+func systemGPUKey() string {
+	if C.cmx_nvml_open() == 0 {
+		return nvlink.Read(nil).Key()
+	}
+	defer C.cmx_nvml_close()
+	return nvlink.Read(cNVML{}).Key()
+}

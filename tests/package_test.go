@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `cmake --install` lays out the library, header, CMake package and
+// pkg-config file, and a C program can build against each and run.
+func TestInstalledPackage(t *testing.T) {
+	build := filepath.Join(repoRoot(), "build")
+	if _, err := os.Stat(filepath.Join(build, "CMakeCache.txt")); err != nil {
+		t.Skip("skipped: build/ is not a CMake build (run make build)")
+	}
+	prefix := t.TempDir()
+	if out, err := exec.Command("cmake", "--install", build, "--prefix", prefix).CombinedOutput(); err != nil {
+		t.Fatalf("cmake --install: %v\n%s", err, out)
+	}
+	for _, f := range []string{"lib/libcollmux.so", "include/collmux.h", "lib/cmake/collmux/collmuxConfig.cmake", "lib/pkgconfig/collmux.pc", "bin/collmux"} {
+		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
+			t.Errorf("not installed: %s", f)
+		}
+	}
+	src := filepath.Join(t.TempDir(), "use.c")
+	os.WriteFile(src, []byte(`#include <collmux.h>
+#include <stdio.h>
+int main(void) { printf("collmux %s abi %s states %d\n", collmux_version(), collmux_mpi_abi(), collmux_comm_states()); return 0; }
+`), 0o644)
+
+	// pkg-config
+	pc := exec.Command("pkg-config", "--cflags", "--libs", "collmux")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_PATH="+filepath.Join(prefix, "lib", "pkgconfig"))
+	flags, err := pc.Output()
+	if err != nil {
+		t.Fatalf("pkg-config: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "use")
+	args := append([]string{"-o", bin, src}, strings.Fields(string(flags))...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %v: %v\n%s", args, err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "collmux 0.1.0 abi unknown states 0") {
+		t.Fatalf("program built with pkg-config: %v\n%s", err, out)
+	}
+
+	// find_package(collmux)
+	proj := t.TempDir()
+	os.WriteFile(filepath.Join(proj, "CMakeLists.txt"), []byte(`cmake_minimum_required(VERSION 3.18)
+project(use C)
+find_package(collmux 0.1 REQUIRED)
+add_executable(use use.c)
+target_link_libraries(use collmux::collmux)
+`), 0o644)
+	b, _ := os.ReadFile(src)
+	os.WriteFile(filepath.Join(proj, "use.c"), b, 0o644)
+	bdir := filepath.Join(proj, "b")
+	for _, args := range [][]string{{"-S", proj, "-B", bdir, "-DCMAKE_PREFIX_PATH=" + prefix}, {"--build", bdir}} {
+		if out, err := exec.Command("cmake", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cmake %v: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := exec.Command(filepath.Join(bdir, "use")).CombinedOutput(); err != nil || !strings.Contains(string(out), "collmux 0.1.0") {
+		t.Fatalf("program built with find_package: %v\n%s", err, out)
+	}
+}
