@@ -27,6 +27,7 @@ static struct {
 	int (*Pci)(void *, nvml_pci *);
 	int (*LinkState)(void *, unsigned, int *);
 	int (*LinkRemote)(void *, unsigned, nvml_pci *);
+	int (*P2PStatus)(void *, void *, int, int *);
 } nv;
 
 int cmx_nvml_open(void)
@@ -39,6 +40,7 @@ int cmx_nvml_open(void)
 	SYM(CudaDriverVersion, "nvmlSystemGetCudaDriverVersion"), SYM(Count, "nvmlDeviceGetCount_v2");
 	SYM(Handle, "nvmlDeviceGetHandleByIndex_v2"), SYM(Name, "nvmlDeviceGetName"), SYM(Pci, "nvmlDeviceGetPciInfo_v3");
 	SYM(LinkState, "nvmlDeviceGetNvLinkState"), SYM(LinkRemote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+	SYM(P2PStatus, "nvmlDeviceGetP2PStatus");
 #undef SYM
 	return nv.Init && nv.DriverVersion && nv.Count && nv.Handle && nv.Name && nv.Pci && nv.Init() == 0;
 }
@@ -90,4 +92,16 @@ int cmx_nvml_link(int i, int link, char *bus, int blen)
 	strncpy(bus, p.bus_id, (size_t)blen - 1);
 	bus[blen - 1] = 0;
 	return 1;
+}
+
+/* 1 when NVML's P2P status says devices i and j talk over NVLink, 0 when
+ * not, -1 on error */
+int cmx_nvml_nvlink_peers(int i, int j)
+{
+	void *a, *b;
+	int st = -1;
+	if (!nv.P2PStatus || nv.Handle((unsigned)i, &a) != 0 || nv.Handle((unsigned)j, &b) != 0 ||
+	    nv.P2PStatus(a, b, 2 /* NVML_P2P_CAPS_INDEX_NVLINK */, &st) != 0)
+		return -1;
+	return st == 0 /* NVML_P2P_STATUS_OK */;
 }

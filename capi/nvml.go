@@ -8,6 +8,7 @@ int cmx_nvml_driver(char *buf, int len, int *cuda);
 int cmx_nvml_count(void);
 int cmx_nvml_device(int i, char *name, int nlen, char *bus, int blen);
 int cmx_nvml_link(int i, int link, char *bus, int blen);
+int cmx_nvml_nvlink_peers(int i, int j);
 */
 import "C"
 
@@ -62,6 +63,16 @@ func (cNVML) Links(i int) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func (cNVML) NVLinkPeers(i, j int) (bool, error) {
+	switch C.cmx_nvml_nvlink_peers(C.int(i), C.int(j)) {
+	case 1:
+		return true, nil
+	case 0:
+		return false, nil
+	}
+	return false, errNVML
 }
 
 // systemGPUKey is this machine's GPU key, read through NVML when the

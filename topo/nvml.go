@@ -88,3 +88,16 @@ func busID(p nvml.PciInfo) string {
 	}
 	return string(b)
 }
+
+func (system) NVLinkPeers(i, j int) (bool, error) {
+	a, ret := nvml.DeviceGetHandleByIndex(i)
+	if err := check(ret); err != nil {
+		return false, err
+	}
+	b, ret := nvml.DeviceGetHandleByIndex(j)
+	if err := check(ret); err != nil {
+		return false, err
+	}
+	st, ret := a.GetP2PStatus(b, nvml.P2P_CAPS_INDEX_NVLINK)
+	return st == nvml.P2P_STATUS_OK, check(ret)
+}

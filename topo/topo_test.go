@@ -23,6 +23,8 @@ func (twoGPUs) Links(i int) ([]string, error) {
 	return out, nil
 }
 
+func (twoGPUs) NVLinkPeers(i, j int) (bool, error) { return true, nil }
+
 var _ nvlink.NVML = twoGPUs{}
 
 func TestProbeAndTable(t *testing.T) {

@@ -30,6 +30,9 @@ type NVML interface {
 	// Links lists the bus id of the remote end of each active NVLink of
 	// device i.
 	Links(i int) ([]string, error)
+	// NVLinkPeers reports whether NVML sees an NVLink path between
+	// devices i and j (its P2P status for NVLink).
+	NVLinkPeers(i, j int) (bool, error)
 }
 
 // Node is what NVML says of the node: driver and GPUs.
@@ -71,7 +74,40 @@ func Read(nv NVML) Node {
 		}
 		n.GPUs = append(n.GPUs, g)
 	}
+	n.attributeUnmatched(nv)
 	return n
+}
+
+// attributeUnmatched handles links whose remote end is no GPU of this
+// node's view: in a virtual machine NVML reports the host's PCI ids, behind
+// an NVSwitch the switch's. Such links are shared evenly among the peers
+// NVML says are NVLink-connected and have no matched links yet.
+func (n *Node) attributeUnmatched(nv NVML) {
+	known := map[string]bool{}
+	for _, g := range n.GPUs {
+		known[g.BusID] = true
+	}
+	for a := range n.GPUs {
+		g := &n.GPUs[a]
+		spare := 0
+		for bus, k := range g.NVLinks {
+			if !known[bus] {
+				spare += k
+				delete(g.NVLinks, bus)
+			}
+		}
+		var peers []int
+		for b := range n.GPUs {
+			if ok, err := nv.NVLinkPeers(a, b); b != a && err == nil && ok && g.NVLinks[n.GPUs[b].BusID] == 0 {
+				peers = append(peers, b)
+			}
+		}
+		for _, b := range peers {
+			if share := spare / len(peers); share > 0 {
+				g.NVLinks[n.GPUs[b].BusID] = share
+			}
+		}
+	}
 }
 
 // normBus writes PCI bus ids one way: NVML gives 00000000:1B:00.0, CUDA

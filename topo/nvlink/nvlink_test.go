@@ -12,6 +12,7 @@ type recorded struct {
 	cuda    int
 	devices [][2]string // name, bus id
 	links   [][]string  // remote bus ids of each device's active links
+	p2p     bool        // NVML's NVLink P2P status between any two devices
 	err     error
 }
 
@@ -20,7 +21,8 @@ func (r recorded) Count() (int, error)          { return len(r.devices), r.err }
 func (r recorded) Device(i int) (string, string, error) {
 	return r.devices[i][0], r.devices[i][1], nil
 }
-func (r recorded) Links(i int) ([]string, error) { return r.links[i], nil }
+func (r recorded) Links(i int) ([]string, error)      { return r.links[i], nil }
+func (r recorded) NVLinkPeers(i, j int) (bool, error) { return r.p2p, nil }
 
 func repeat(s string, n int) []string {
 	out := make([]string, n)
@@ -79,5 +81,27 @@ func TestNormBus(t *testing.T) {
 		if got := normBus(in); got != want {
 			t.Errorf("normBus(%q) = %q", in, got)
 		}
+	}
+}
+
+// As NVML answered inside the 2 x H200 virtual machine: the GPUs sit at
+// 00:06.0 and 00:07.0 but each one's 18 links report the host's PCI id of
+// the other; the P2P status says NVLink. nvidia-smi topo -m shows NV18.
+func TestDecodeRecordedVMNVML(t *testing.T) {
+	vm := recorded{
+		driver: "580.159.04", cuda: 13000, p2p: true,
+		devices: [][2]string{{"NVIDIA H200", "00000000:00:06.0"}, {"NVIDIA H200", "00000000:00:07.0"}},
+		links:   [][]string{repeat("00000000:43:00.0", 18), repeat("00000000:1B:00.0", 18)},
+	}
+	m := Read(vm)
+	if m.LinksBetween(0, 1) != 18 || m.LinksBetween(1, 0) != 18 || !m.FullNVLink() {
+		t.Errorf("links in a VM: %+v", m.GPUs)
+	}
+	if m.Key() != Read(h200x2).Key() {
+		t.Error("the same GPUs and links must give the same key inside and outside a VM")
+	}
+	vm.p2p = false
+	if Read(vm).FullNVLink() {
+		t.Error("without an NVLink P2P path, unmatched links connect nothing")
 	}
 }
