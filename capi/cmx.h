@@ -29,6 +29,9 @@ typedef intptr_t cmx_aint;
 /* Where a call's buffers live. */
 enum { CMX_MEM_HOST, CMX_MEM_DEVICE, CMX_MEM_MANAGED, CMX_MEM_MIXED, CMX_NMEM };
 
+/* Datatype classes rules can name; values are shared with package dispatch. */
+enum { CMX_DCLASS_INT, CMX_DCLASS_FLOAT, CMX_DCLASS_OTHER, CMX_NDCLASS };
+
 /* The paths a collective can take. Values are shared with package dispatch. */
 enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND };
 
@@ -123,6 +126,7 @@ typedef struct {
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
 	int timeout; /* COLLMUX_TIMEOUT: seconds before a fused collective is declared hung */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
+	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	char nccl_lib[256];
 } cmx_config;
 
@@ -137,14 +141,15 @@ typedef struct {
 	int32_t n;
 	cmx_route r[CMX_MAX_ROUTES];
 } cmx_routes;
-extern cmx_routes cmx_route_table[CMX_NCOLL][CMX_NMEM];
+typedef cmx_routes cmx_route_table_t[CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
+extern cmx_route_table_t cmx_route_table; /* for every communicator when no rule looks at shape */
 extern cmx_config cmx_cfg;
 
 /* ---- state and the hot path ---- */
 typedef struct {
 	volatile int ready;   /* initialisation done (release/acquire) */
 	int forward_only;     /* no call can leave MPI: wrappers forward at once */
-	int host_fast;        /* no statistics: forward at once while CUDA is not up */
+	int host_fast;        /* no per-call work on host calls: forward at once while CUDA is not up */
 	volatile int mpi_set; /* keyvals and finalize hook in place */
 	volatile int finalized;
 	int comm_keyval, self_keyval;
@@ -174,6 +179,9 @@ int cmx_forward(const cmx_args *a);
 int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
 int cmx_mpi_setup(void);               /* keyvals and finalize hook; 0 when MPI is not usable */
 int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handler, return it */
+/* Which node rank of size sits on, as a string: the host name, or a
+ * pretended node under COLLMUX_TOPO_OVERRIDE=N (tests). */
+void cmx_node_name(int rank, int size, char *buf, int len);
 
 /* ---- per-communicator state, cached as an MPI attribute ---- */
 typedef struct cmx_comm {
@@ -187,6 +195,7 @@ typedef struct cmx_comm {
 	struct cmx_comm *next; /* list of comms holding NCCL state */
 	struct cmx_fused *fused; /* fused-kernel workspace; NULL until tried */
 	int fused_state;         /* 0 not tried, 1 ready, -1 unusable */
+	cmx_route_table_t *routes; /* compiled for this communicator's shape */
 } cmx_comm;
 cmx_comm *cmx_comm_get(cmx_h comm);
 extern int cmx_live_comms;

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "_cgo_export.h"
 
@@ -13,12 +14,43 @@
 
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
-cmx_routes cmx_route_table[CMX_NCOLL][CMX_NMEM];
+cmx_route_table_t cmx_route_table;
 int cmx_live_comms;
 
 /* Re-entry guard: an MPI library may implement a collective with other
  * MPI_* calls; those must go straight to MPI. */
 static __thread int depth;
+
+/* Routes for a communicator's shape (ranks, nodes, most ranks on a node),
+ * learnt with one allgather when the communicator is first used. All
+ * ranks reach this in the same collective call. */
+static int shape_routes(cmx_comm *c)
+{
+	char me[64], *all = malloc(64 * (size_t)c->size);
+	if (!all)
+		return 0;
+	cmx_node_name(c->rank, c->size, me, sizeof me);
+	if (cmx_px.Allgather(me, 64, cmx_abi.byte, all, 64, cmx_abi.byte, c->handle) != 0) {
+		free(all);
+		return 0;
+	}
+	int nodes = 0, rpn = 0;
+	for (int i = 0; i < c->size; i++) {
+		int first = 1, here = 0;
+		for (int j = 0; j < c->size; j++) {
+			if (strcmp(all + 64 * i, all + 64 * j) == 0) {
+				here++;
+				if (j < i)
+					first = 0;
+			}
+		}
+		nodes += first;
+		rpn = here > rpn ? here : rpn;
+	}
+	free(all);
+	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, nodes, rpn);
+	return c->routes != NULL;
+}
 
 cmx_comm *cmx_comm_get(cmx_h comm)
 {
@@ -37,6 +69,11 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	cmx_px.Comm_size(comm, &c->size);
 	cmx_px.Comm_rank(comm, &c->rank);
 	cmx_px.Comm_test_inter(comm, &c->inter);
+	c->routes = &cmx_route_table;
+	if (cmx_cfg.shape_rules && !c->inter && !shape_routes(c)) {
+		free(c);
+		return NULL;
+	}
 	if (cmx_px.Comm_set_attr(comm, cmx_state.comm_keyval, c) != 0) {
 		free(c);
 		return NULL;
@@ -150,9 +187,21 @@ static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
 	return b < 0 ? UINT64_MAX : (uint64_t)b;
 }
 
-static const cmx_route *pick(int coll, int mem, uint64_t bytes)
+static int dclass_of(cmx_h dtype)
 {
-	const cmx_routes *rs = &cmx_route_table[coll][mem];
+	int kind, size;
+	if (!cmx_dtype_info(dtype, &kind, &size))
+		return CMX_DCLASS_OTHER;
+	if (kind >= CMX_KIND_INT8 && kind <= CMX_KIND_UINT64)
+		return CMX_DCLASS_INT;
+	if (kind >= CMX_KIND_FLOAT16 && kind <= CMX_KIND_LONGDOUBLE)
+		return CMX_DCLASS_FLOAT;
+	return CMX_DCLASS_OTHER;
+}
+
+static const cmx_route *pick(const cmx_comm *c, const cmx_args *a, uint64_t bytes)
+{
+	const cmx_routes *rs = &(*c->routes)[a->coll][a->mem][a->coll == CMX_COLL_BARRIER ? CMX_DCLASS_OTHER : dclass_of(a->rtype)];
 	for (int i = 0; i < rs->n; i++)
 		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
 			return &rs->r[i];
@@ -244,7 +293,7 @@ int cmx_dispatch(cmx_args *a)
 	uint64_t bytes = 0;
 	if (c && !c->inter) {
 		bytes = route_bytes(a, c);
-		const cmx_route *r = pick(a->coll, a->mem, bytes);
+		const cmx_route *r = pick(c, a, bytes);
 		if (r)
 			backend = r->backend, rule = r->rule;
 		if (cmx_cfg.check && (rc = check(a, c)) != 0)

@@ -115,12 +115,7 @@ static void setup(cmx_comm *c, const void *buf)
 	memset(&me, 0, sizeof me);
 	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), loaded) &&
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
-	/* COLLMUX_TOPO_OVERRIDE=N: pretend the ranks sit on N nodes (tests) */
-	const char *topo = getenv("COLLMUX_TOPO_OVERRIDE");
-	int nodes = topo ? atoi(topo) : 1;
-	gethostname(me.host, sizeof me.host - 8);
-	if (nodes > 1)
-		snprintf(me.host + strlen(me.host), 8, "#%d", c->rank * nodes / c->size);
+	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 	c->fused_state = -1;
 	if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
 		free(all);

@@ -263,6 +263,16 @@ static void resolve_pmpi(void)
 			cmx_fatal("the MPI library %s lacks P%s", cmx_abi.lib ? cmx_abi.lib : "?", cmx_fn_names[i]);
 }
 
+void cmx_node_name(int rank, int size, char *buf, int len)
+{
+	const char *topo = getenv("COLLMUX_TOPO_OVERRIDE");
+	int nodes = topo ? atoi(topo) : 1;
+	memset(buf, 0, (size_t)len);
+	gethostname(buf, (size_t)len - 8);
+	if (nodes > 1)
+		snprintf(buf + strlen(buf), 8, "#%d", rank * nodes / size);
+}
+
 int cmx_error(cmx_h comm, int code)
 {
 	cmx_px.Comm_call_errhandler(comm, code);
@@ -290,14 +300,18 @@ static void init_once_fn(void)
 	if (env_true("COLLMUX_DISABLE")) {
 		cmx_cfg.disable = 1;
 	} else {
-		collmux_go_init(&cmx_cfg, cmx_abi.abi, &cmx_route_table[0][0]);
+		collmux_go_init(&cmx_cfg, cmx_abi.abi, &cmx_route_table[0][0][0]);
 		cmx_cuda_load();
 	}
-	/* Without statistics and without a CUDA driver no call can leave MPI.
-	 * With a driver, cmx_passthrough still forwards at once until the
-	 * process initialises CUDA. */
-	cmx_state.forward_only = cmx_cfg.disable || (!cmx_cfg.stats && !cmx_cuda_present);
-	cmx_state.host_fast = !cmx_cfg.disable && !cmx_cfg.stats;
+	/* Per-call work that is collective or counted (statistics, the
+	 * agreement check, per-communicator shapes) needs every call on every
+	 * rank to reach the dispatcher: a rank that has not initialised CUDA
+	 * must not forward a host call that another rank dispatches. Without
+	 * such work and without a CUDA driver no call can leave MPI; with a
+	 * driver, host calls still forward at once until CUDA is up. */
+	int per_call = cmx_cfg.stats || cmx_cfg.check || cmx_cfg.shape_rules;
+	cmx_state.forward_only = cmx_cfg.disable || (!per_call && !cmx_cuda_present);
+	cmx_state.host_fast = !cmx_cfg.disable && !per_call;
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
 }
 

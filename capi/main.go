@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"collmux/dispatch"
@@ -63,24 +64,52 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	for i := 0; i < len(c.NCCLLib); i++ {
 		cfg.nccl_lib[i] = C.char(c.NCCLLib[i])
 	}
-	routes = dispatch.Compile(c.Rules)
-	cells := unsafe.Slice(table, int(dispatch.NumColl)*int(dispatch.NumMem))
+	cfg.shape_rules = boolC(dispatch.ShapeDependent(c.Rules))
+	fillRoutes(table, dispatch.Compile(c.Rules, dispatch.Shape{}))
+}
+
+// fillRoutes writes compiled routes into a C route table
+// (cmx_route_table_t: [coll][mem][dclass]).
+func fillRoutes(table *C.cmx_routes, rt dispatch.Routes) {
+	cells := unsafe.Slice(table, int(dispatch.NumColl)*int(dispatch.NumMem)*int(dispatch.NumDClass))
 	for co := dispatch.Coll(0); co < dispatch.NumColl; co++ {
 		for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
-			cell := &cells[int(co)*int(dispatch.NumMem)+int(m)]
-			rs := routes[co][m]
-			if len(rs) > len(cell.r) {
-				fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))
-			}
-			cell.n = C.int32_t(len(rs))
-			for i, r := range rs {
-				cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(r.Rule)}
+			for d := dispatch.DClass(0); d < dispatch.NumDClass; d++ {
+				cell := &cells[(int(co)*int(dispatch.NumMem)+int(m))*int(dispatch.NumDClass)+int(d)]
+				rs := rt[co][m][d]
+				if len(rs) > len(cell.r) {
+					fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))
+				}
+				cell.n = C.int32_t(len(rs))
+				for i, r := range rs {
+					cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(r.Rule)}
+				}
 			}
 		}
 	}
 }
 
-var routes dispatch.Routes
+var (
+	shapeMu     sync.Mutex
+	shapeTables = map[dispatch.Shape]*C.cmx_routes{}
+)
+
+// collmux_go_routes_for compiles the rules for one communicator shape,
+// once per distinct shape; the tables live as long as the process.
+//
+//export collmux_go_routes_for
+func collmux_go_routes_for(ranks, nodes, rpn C.int) *C.cmx_routes {
+	shape := dispatch.Shape{Ranks: int(ranks), Nodes: int(nodes), RanksPerNode: int(rpn)}
+	shapeMu.Lock()
+	defer shapeMu.Unlock()
+	if t, ok := shapeTables[shape]; ok {
+		return t
+	}
+	t := (*C.cmx_routes)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cmx_route_table_t{}))))
+	fillRoutes(t, dispatch.Compile(config.Rules, shape))
+	shapeTables[shape] = t
+	return t
+}
 
 // collmux_go_fused_module gives C the compiled fused kernels for this GPU,
 // from the cache or compiled now with NVRTC; the image is malloc'd.

@@ -76,11 +76,11 @@ func TestTuningTable(t *testing.T) {
 	if err != nil || c.Tuning != good {
 		t.Fatalf("%v, tuning %q", err, c.Tuning)
 	}
-	rt := Compile(c.Rules)
-	if r := rt.Pick(Allreduce, Device, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
+	rt := Compile(c.Rules, Shape{2, 1, 2})
+	if r := rt.Pick(Allreduce, Device, DFloat, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
 		t.Errorf("1 MiB allreduce: %v from %s", r.Backend, c.Rules[r.Rule].Source)
 	}
-	if r := rt.Pick(Bcast, Device, 8); r.Backend != Staged || c.Rules[r.Rule].Source != "COLLMUX_RULES" {
+	if r := rt.Pick(Bcast, Device, DFloat, 8); r.Backend != Staged || c.Rules[r.Rule].Source != "COLLMUX_RULES" {
 		t.Error("COLLMUX_RULES must come after the tuning table")
 	}
 	env["COLLMUX_TUNING"] = other

@@ -4,20 +4,99 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"collmux/internal/units"
 )
 
 // Rule sends the calls it matches to a backend. Coll and Mem of -1 match
-// any; a call of Lo <= bytes <= Hi matches.
+// any; a call of Lo <= bytes <= Hi matches, if the communicator's shape and
+// the datatype class satisfy Cond.
 type Rule struct {
 	Coll    Coll
 	Mem     Mem
 	Lo, Hi  uint64
 	Backend Backend
+	Cond    Cond
 	Source  string // "default", a tuning file, or "COLLMUX_RULES"
 	Text    string
+}
+
+// Shape is what a communicator looks like to rules: its ranks, the nodes
+// they span, and the most ranks any one node holds.
+type Shape struct{ Ranks, Nodes, RanksPerNode int }
+
+// DClass is the class of a call's datatype; values match CMX_DCLASS_*.
+type DClass int
+
+const (
+	DInt   DClass = iota // C integer types
+	DFloat               // floating point
+	DOther               // the rest: bool, byte, pairs, derived types
+	NumDClass
+)
+
+var dclassNames = [...]string{"int", "float", "other"}
+
+func (d DClass) String() string { return enumString(d, dclassNames[:], "dclass") }
+
+// Cond restricts a rule to communicator shapes and datatype classes;
+// the zero Cond matches everything.
+type Cond struct {
+	Ranks, Nodes, RanksPerNode [2]int // inclusive bounds; {0, 0} matches any
+	DClasses                   uint8  // bit per DClass; 0 matches any
+}
+
+// ShapeDependent reports whether the rule looks at communicator shape.
+func (c Cond) ShapeDependent() bool {
+	return c.Ranks != [2]int{} || c.Nodes != [2]int{} || c.RanksPerNode != [2]int{}
+}
+
+func (c Cond) holds(s Shape) bool {
+	in := func(b [2]int, v int) bool { return b == [2]int{} || (v >= b[0] && v <= b[1]) }
+	return in(c.Ranks, s.Ranks) && in(c.Nodes, s.Nodes) && in(c.RanksPerNode, s.RanksPerNode)
+}
+
+func (c Cond) covers(d DClass) bool { return c.DClasses == 0 || c.DClasses&(1<<d) != 0 }
+
+// parseCond reads one key=value condition of a rule.
+func parseCond(c *Cond, f string) error {
+	key, val, ok := strings.Cut(f, "=")
+	if !ok {
+		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn or dtype)", f)
+	}
+	var bound *[2]int
+	switch key {
+	case "ranks":
+		bound = &c.Ranks
+	case "nodes":
+		bound = &c.Nodes
+	case "rpn":
+		bound = &c.RanksPerNode
+	case "dtype":
+		for _, name := range strings.Split(val, ",") {
+			d, ok := enumParse[DClass](name, dclassNames[:])
+			if !ok {
+				return fmt.Errorf("unknown datatype class %q (want int, float or other)", name)
+			}
+			c.DClasses |= 1 << d
+		}
+		return nil
+	default:
+		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn or dtype)", key)
+	}
+	lo, hi, isRange := strings.Cut(val, "-")
+	if !isRange {
+		hi = lo
+	}
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || a < 1 || b < a {
+		return fmt.Errorf("bad %s range %q", key, val)
+	}
+	*bound = [2]int{a, b}
+	return nil
 }
 
 func (r Rule) String() string { return fmt.Sprintf("%q from %s", r.Text, r.Source) }
@@ -40,11 +119,13 @@ func DefaultRules() []Rule {
 
 // ParseRules reads rules in the compact syntax
 //
-//	coll:mem:range:backend[#coll:mem:range:backend...]
+//	coll:mem:range:backend[:cond...][#coll:mem:range:backend...]
 //
 // coll is a collective name or *, mem is host, cuda, managed, mixed or *,
-// range is lo-hi in bytes with K/M/G suffixes (hi may be inf) or *. Any bad
-// token makes the whole string fail, naming the token and source.
+// range is lo-hi in bytes with K/M/G suffixes (hi may be inf) or *. The
+// optional conditions are ranks=N[-M], nodes=N[-M], rpn=N[-M] (ranks per
+// node) and dtype=int|float|other[,...]. Any bad token makes the whole
+// string fail, naming the token and source.
 func ParseRules(s, source string) ([]Rule, error) {
 	var rules []Rule
 	for _, tok := range strings.Split(s, "#") {
@@ -64,10 +145,15 @@ func ParseRules(s, source string) ([]Rule, error) {
 
 func parseRule(tok string) (Rule, error) {
 	f := strings.Split(tok, ":")
-	if len(f) != 4 {
-		return Rule{}, fmt.Errorf("want coll:mem:range:backend, got %d fields", len(f))
+	if len(f) < 4 {
+		return Rule{}, fmt.Errorf("want coll:mem:range:backend[:cond...], got %d fields", len(f))
 	}
 	r := Rule{Coll: -1, Mem: -1, Hi: math.MaxUint64}
+	for _, c := range f[4:] {
+		if err := parseCond(&r.Cond, c); err != nil {
+			return r, err
+		}
+	}
 	if f[0] != "*" {
 		c, ok := ParseColl(strings.ToLower(f[0]))
 		if !ok {
@@ -115,28 +201,43 @@ type Route struct {
 	Rule    int // index into the rule list
 }
 
-// Routes is the compiled rule list: for each collective and memory kind,
-// disjoint size ranges covering every size, in order.
-type Routes [NumColl][NumMem][]Route
+// Routes is the rule list compiled for one communicator shape: for each
+// collective, memory kind and datatype class, disjoint size ranges
+// covering every size, in order.
+type Routes [NumColl][NumMem][NumDClass][]Route
 
-// Compile turns an ordered rule list (later rules win) into Routes.
-func Compile(rules []Rule) Routes {
+// ShapeDependent reports whether any rule looks at communicator shape, so
+// that routes must be compiled per communicator.
+func ShapeDependent(rules []Rule) bool {
+	for _, r := range rules {
+		if r.Cond.ShapeDependent() {
+			return true
+		}
+	}
+	return false
+}
+
+// Compile turns an ordered rule list (later rules win) into Routes for
+// communicators of the given shape.
+func Compile(rules []Rule, shape Shape) Routes {
 	var rt Routes
 	for c := Coll(0); c < NumColl; c++ {
 		for m := Mem(0); m < NumMem; m++ {
-			rt[c][m] = compileCell(rules, c, m)
+			for d := DClass(0); d < NumDClass; d++ {
+				rt[c][m][d] = compileCell(rules, shape, c, m, d)
+			}
 		}
 	}
 	return rt
 }
 
-func compileCell(rules []Rule, c Coll, m Mem) []Route {
+func compileCell(rules []Rule, shape Shape, c Coll, m Mem, d DClass) []Route {
 	// cut points: every rule boundary; each elementary interval takes the
 	// last matching rule.
 	cuts := map[uint64]bool{0: true}
 	var match []int
 	for i, r := range rules {
-		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) {
+		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) && r.Cond.holds(shape) && r.Cond.covers(d) {
 			match = append(match, i)
 			cuts[r.Lo] = true
 			if r.Hi != math.MaxUint64 {
@@ -170,9 +271,9 @@ func compileCell(rules []Rule, c Coll, m Mem) []Route {
 	return out
 }
 
-// Pick finds the route of a call of the given size.
-func (rt *Routes) Pick(c Coll, m Mem, bytes uint64) Route {
-	for _, r := range rt[c][m] {
+// Pick finds the route of a call.
+func (rt *Routes) Pick(c Coll, m Mem, d DClass, bytes uint64) Route {
+	for _, r := range rt[c][m][d] {
 		if bytes >= r.Lo && bytes <= r.Hi {
 			return r
 		}

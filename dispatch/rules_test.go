@@ -9,6 +9,11 @@ import (
 func TestParseRulesErrors(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"allreduce:cuda:0-256K", "got 3 fields"},
+		{"allreduce:cuda:*:fused:ranks", "bad condition"},
+		{"allreduce:cuda:*:fused:ranks=0-8", "bad ranks range"},
+		{"allreduce:cuda:*:fused:ranks=8-2", "bad ranks range"},
+		{"allreduce:cuda:*:fused:gpus=2", `unknown condition "gpus"`},
+		{"allreduce:cuda:*:fused:dtype=complex", `unknown datatype class "complex"`},
 		{"allredux:cuda:*:nccl", `unknown collective "allredux"`},
 		{"allreduce:gpu:*:nccl", `unknown memory kind "gpu"`},
 		{"allreduce:cuda:0-12Q:nccl", `bad size "12Q"`},
@@ -31,7 +36,7 @@ func TestCompileLaterRulesWin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := Compile(append(rules, extra...))
+	rt := Compile(append(rules, extra...), Shape{2, 1, 2})
 	cases := []struct {
 		c     Coll
 		m     Mem
@@ -53,14 +58,14 @@ func TestCompileLaterRulesWin(t *testing.T) {
 		{Bcast, Managed, 0, MPI},
 	}
 	for _, tc := range cases {
-		if got := rt.Pick(tc.c, tc.m, tc.bytes); got.Backend != tc.want {
+		if got := rt.Pick(tc.c, tc.m, DFloat, tc.bytes); got.Backend != tc.want {
 			t.Errorf("%v %v %d B: %v, want %v", tc.c, tc.m, tc.bytes, got.Backend, tc.want)
 		}
 	}
 	// ranges are disjoint, ordered and cover everything
 	for c := Coll(0); c < NumColl; c++ {
 		for m := Mem(0); m < NumMem; m++ {
-			cell := rt[c][m]
+			cell := rt[c][m][DInt]
 			if len(cell) == 0 || cell[0].Lo != 0 || cell[len(cell)-1].Hi != math.MaxUint64 {
 				t.Fatalf("%v %v does not cover all sizes: %+v", c, m, cell)
 			}
@@ -82,14 +87,49 @@ func FuzzParseRules(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt := Compile(append(DefaultRules(), rules...))
+		rt := Compile(append(DefaultRules(), rules...), Shape{4, 2, 2})
 		for c := Coll(0); c < NumColl; c++ {
 			for m := Mem(0); m < NumMem; m++ {
-				cell := rt[c][m]
+				cell := rt[c][m][DOther]
 				if len(cell) == 0 || cell[0].Lo != 0 || cell[len(cell)-1].Hi != math.MaxUint64 {
 					t.Fatalf("%q: %v %v not covered: %+v", s, c, m, cell)
 				}
 			}
 		}
 	})
+}
+
+// Conditions on communicator shape and datatype class select rules per
+// communicator and per call.
+func TestShapeAndDtypeConditions(t *testing.T) {
+	extra, err := ParseRules("allreduce:cuda:*:staged:nodes=2-64#allreduce:cuda:0-1M:fused:ranks=2-8:rpn=2-8#alltoall:cuda:*:staged:dtype=int", "env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := append(DefaultRules(), extra...)
+	if !ShapeDependent(rules) || ShapeDependent(DefaultRules()) {
+		t.Error("ShapeDependent")
+	}
+	cases := []struct {
+		shape Shape
+		c     Coll
+		d     DClass
+		bytes uint64
+		want  Backend
+	}{
+		{Shape{2, 1, 2}, Allreduce, DFloat, 8, Fused},         // one node, 2 ranks
+		{Shape{16, 1, 16}, Allreduce, DFloat, 8, Fused},       // the default's fused range still applies
+		{Shape{16, 1, 16}, Allreduce, DFloat, 5 << 20, NCCL},  // above it: NCCL
+		{Shape{4, 2, 2}, Allreduce, DFloat, 8, Fused},         // the ranks rule is later than the nodes rule
+		{Shape{16, 2, 8}, Allreduce, DFloat, 2 << 20, Staged}, // two nodes, beyond the fused range
+		{Shape{32, 4, 8}, Allreduce, DFloat, 64, Staged},      // 32 ranks: the ranks rule does not hold
+		{Shape{2, 1, 2}, Alltoall, DInt, 1 << 30, Staged},     // integer alltoall
+		{Shape{2, 1, 2}, Alltoall, DFloat, 1 << 30, NCCL},     // float alltoall untouched
+	}
+	for _, tc := range cases {
+		rt := Compile(rules, tc.shape)
+		if got := rt.Pick(tc.c, Device, tc.d, tc.bytes); got.Backend != tc.want {
+			t.Errorf("%+v %v %v %d B: %v, want %v", tc.shape, tc.c, tc.d, tc.bytes, got.Backend, tc.want)
+		}
+	}
 }

@@ -73,3 +73,48 @@ func TestDifferentRulesAcrossRanksFail(t *testing.T) {
 		t.Fatalf("want a failure naming the rule mismatch; err %v\n%s", err, out)
 	}
 }
+
+// Rules on communicator shape: each communicator learns its shape (ranks,
+// nodes, ranks per node) the first time it is used, and the decision log
+// shows the rule that holds for it. COLLMUX_TOPO_OVERRIDE pretends the
+// ranks sit on two nodes. The whole colltest runs alongside, with
+// COLLMUX_CHECK on, to show that the per-communicator set-up neither hangs
+// nor changes a result on hundreds of communicators.
+func TestShapeRules(t *testing.T) {
+	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi"}
+	if _, err := exec.LookPath(m.mpirun); err != nil {
+		t.Skip("skipped: Open MPI is not installed")
+	}
+	mod := program(t, m, "collmod.c", "libcollmod.so")
+	host := program(t, m, "dlhost.c", "dlhost", "-ldl")
+	rules := "allreduce:host:*:staged:ranks=3#bcast:host:*:staged:nodes=2"
+	for _, tc := range []struct {
+		np    int
+		nodes string
+		want  []string
+	}{
+		{2, "1", []string{`allreduce on host memory, 4 B -> mpi (rule "*:host:*:mpi" from default)`, `bcast on host memory, 4 B -> mpi (rule "*:host:*:mpi" from default)`}},
+		{3, "1", []string{`rule "allreduce:host:*:staged:ranks=3" from COLLMUX_RULES; staged declined`}},
+		{2, "2", []string{`rule "bcast:host:*:staged:nodes=2" from COLLMUX_RULES; staged declined`}},
+	} {
+		env := map[string]string{"LD_PRELOAD": libPath(t), "COLLMUX_RULES": rules, "COLLMUX_LOG": "decisions", "COLLMUX_TOPO_OVERRIDE": tc.nodes}
+		out, errs, err := run(t, m, tc.np, env, host, mod)
+		if err != nil || !strings.Contains(out, "ok") {
+			t.Fatalf("np %d: err %v\n%s\n%s", tc.np, err, out, errs)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("np %d, %s node(s): decision log lacks %q:\n%s", tc.np, tc.nodes, w, errs)
+			}
+		}
+	}
+	prog := program(t, m, "colltest.c", "colltest")
+	native, _, err := run(t, m, 3, nil, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, errs, err := run(t, m, 3, map[string]string{"LD_PRELOAD": libPath(t), "COLLMUX_RULES": rules, "COLLMUX_CHECK": "1"}, prog)
+	if err != nil || got != native {
+		t.Fatalf("colltest with shape rules and COLLMUX_CHECK: err %v\n%s\n%s", err, diff(native, got), errs)
+	}
+}

@@ -62,12 +62,14 @@ func TestTopoJSON(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl")
-	out := execute(t, "routes")
+	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl#alltoall:cuda:*:staged:nodes=2-8:dtype=int")
+	out := execute(t, "routes", "--ranks", "8", "--nodes", "2")
 	for _, want := range []string{
-		`allreduce\s+cuda\s+0-4M\s+fused\s+"allreduce:cuda:0-4M:fused" from default`,
-		`allreduce\s+cuda\s+4M\+1-inf\s+nccl`,
-		`scan\s+cuda\s+0-inf\s+nccl\s+"scan:cuda:\*:nccl" from COLLMUX_RULES`,
+		`allreduce\s+cuda\s+\*\s+0-4M\s+fused\s+"allreduce:cuda:0-4M:fused" from default`,
+		`allreduce\s+cuda\s+\*\s+4M\+1-inf\s+nccl`,
+		`scan\s+cuda\s+\*\s+0-inf\s+nccl\s+"scan:cuda:\*:nccl" from COLLMUX_RULES`,
+		`alltoall\s+cuda\s+int\s+0-inf\s+staged`,
+		`alltoall\s+cuda\s+float\s+0-4M\s+fused`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("routes output lacks %q:\n%s", want, out)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -13,7 +14,8 @@ import (
 )
 
 func routesCmd() *cobra.Command {
-	return &cobra.Command{
+	var shape dispatch.Shape
+	c := &cobra.Command{
 		Use:   "routes",
 		Short: "Show where each collective goes, by memory kind and size, under the current environment",
 		Long: "routes compiles the rules collmux would use in a process started with this environment " +
@@ -26,27 +28,46 @@ func routesCmd() *cobra.Command {
 			for _, w := range cfg.Warnings {
 				fmt.Fprintln(os.Stderr, "warning:", w)
 			}
-			rt := dispatch.Compile(cfg.Rules)
+			if shape.RanksPerNode == 0 {
+				shape.RanksPerNode = (shape.Ranks + shape.Nodes - 1) / shape.Nodes
+			}
+			rt := dispatch.Compile(cfg.Rules, shape)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "collective\tmemory\tbytes\tbackend\trule")
+			fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
 			for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
 				for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
-					for _, r := range rt[c][m] {
-						hi := "inf"
-						if r.Hi != math.MaxUint64 {
-							hi = units.Bytes(r.Hi)
+					// one block for all datatype classes unless rules tell them apart
+					classes := []dispatch.DClass{dispatch.DInt, dispatch.DFloat, dispatch.DOther}
+					same := reflect.DeepEqual(rt[c][m][0], rt[c][m][1]) && reflect.DeepEqual(rt[c][m][0], rt[c][m][2])
+					if same {
+						classes = classes[:1]
+					}
+					for _, d := range classes {
+						dname := d.String()
+						if same {
+							dname = "*"
 						}
-						rule := "-"
-						if r.Rule >= 0 {
-							rule = cfg.Rules[r.Rule].String()
+						for _, r := range rt[c][m][d] {
+							hi := "inf"
+							if r.Hi != math.MaxUint64 {
+								hi = units.Bytes(r.Hi)
+							}
+							rule := "-"
+							if r.Rule >= 0 {
+								rule = cfg.Rules[r.Rule].String()
+							}
+							fmt.Fprintf(tw, "%v\t%v\t%s\t%s-%s\t%v\t%s\n", c, m, dname, lowBound(r.Lo), hi, r.Backend, rule)
 						}
-						fmt.Fprintf(tw, "%v\t%v\t%s-%s\t%v\t%s\n", c, m, lowBound(r.Lo), hi, r.Backend, rule)
 					}
 				}
 			}
 			return tw.Flush()
 		},
 	}
+	c.Flags().IntVar(&shape.Ranks, "ranks", 2, "communicator size, for rules with ranks=")
+	c.Flags().IntVar(&shape.Nodes, "nodes", 1, "nodes the communicator spans, for rules with nodes=")
+	c.Flags().IntVar(&shape.RanksPerNode, "rpn", 0, "most ranks on one node, for rules with rpn= (default ranks/nodes)")
+	return c
 }
 
 // lowBound prints a range's first size; one past a round size reads as
