@@ -209,14 +209,10 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 			return me && !cmx_cuda_copy(a->rbuf, BYTES(a->rbuf, me * blk), blk, st) ? -1 : 0;
 		}
 		/* reduce_scatter: one reduce per block, rooted at its owner */
-		size_t off = 0, mine = 0;
-		void *tmp = NULL;
-		if (ip) {
-			for (int j = 0; j < me; j++)
-				mine += (size_t)cmx_at(a->rcounts, j, L) * size;
-			if (!(tmp = scratch(c, (size_t)cmx_at(a->rcounts, me, L) * size + 1)))
-				return -1;
-		}
+		size_t off = 0;
+		void *tmp = NULL; /* in place, this rank's block is reduced here, then moved to the front */
+		if (ip && !(tmp = scratch(c, (size_t)cmx_at(a->rcounts, me, L) * size + 1)))
+			return -1;
 		CK(nc.GroupStart());
 		for (int j = 0; j < n; j++) {
 			size_t cnt = (size_t)cmx_at(a->rcounts, j, L);
@@ -228,7 +224,6 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		int r2 = nc.GroupEnd();
 		if (r || r2)
 			return r ? r : r2;
-		(void)mine;
 		return ip && !cmx_cuda_copy(a->rbuf, tmp, (size_t)cmx_at(a->rcounts, me, L) * size, st) ? -1 : 0;
 	}
 	case CMX_COLL_BCAST:
