@@ -1,4 +1,7 @@
 /* api.c: the functions declared in include/collmux.h. */
+#include <stdio.h>
+
+#include "_cgo_export.h"
 #include "cmx.h"
 
 #define COLLMUX_VERSION "0.1.0"
@@ -12,3 +15,25 @@ CMX_EXPORT const char *collmux_mpi_abi(void)
 }
 
 CMX_EXPORT int collmux_comm_states(void) { return __atomic_load_n(&cmx_live_comms, __ATOMIC_RELAXED); }
+
+CMX_EXPORT int collmux_set_rules(const char *rules)
+{
+	cmx_init();
+	if (cmx_cfg.disable || !cmx_mpi_setup())
+		return -1;
+	uint32_t hash = 0;
+	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0;
+	int agreed = cmx_rules_agree(ok, hash);
+	collmux_go_commit_rules(agreed, &cmx_cfg, &cmx_route_table[0][0][0]);
+	if (!agreed) {
+		int rank = 0;
+		cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
+		if (rank == 0)
+			fprintf(stderr, "collmux: collmux_set_rules: %s; the rules in force are unchanged\n",
+				ok ? "the ranks passed different rules" : "the rules do not parse on some rank");
+		return -1;
+	}
+	cmx_set_fast_paths();
+	__atomic_add_fetch(&cmx_routes_gen, 1, __ATOMIC_RELEASE);
+	return 0;
+}

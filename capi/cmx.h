@@ -196,7 +196,12 @@ typedef struct cmx_comm {
 	struct cmx_fused *fused; /* fused-kernel workspace; NULL until tried */
 	int fused_state;         /* 0 not tried, 1 ready, -1 unusable */
 	cmx_route_table_t *routes; /* compiled for this communicator's shape */
+	unsigned routes_gen;       /* cmx_routes_gen when routes was set */
+	int nodes, rpn;            /* shape, once learnt (0: not yet) */
 } cmx_comm;
+extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force change */
+int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */
+void cmx_set_fast_paths(void);              /* recompute forward_only / host_fast from the configuration */
 cmx_comm *cmx_comm_get(cmx_h comm);
 extern int cmx_live_comms;
 

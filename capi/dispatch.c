@@ -15,6 +15,7 @@
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 cmx_route_table_t cmx_route_table;
+volatile unsigned cmx_routes_gen;
 int cmx_live_comms;
 
 /* Re-entry guard: an MPI library may implement a collective with other
@@ -48,8 +49,23 @@ static int shape_routes(cmx_comm *c)
 		rpn = here > rpn ? here : rpn;
 	}
 	free(all);
+	c->nodes = nodes, c->rpn = rpn;
 	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, nodes, rpn);
 	return c->routes != NULL;
+}
+
+/* After collmux_set_rules, a communicator takes the new tables at its next
+ * call (learning its shape then if the new rules need it and it never did). */
+static void refresh_routes(cmx_comm *c)
+{
+	unsigned gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
+	if (!cmx_cfg.shape_rules || c->inter)
+		c->routes = &cmx_route_table;
+	else if (c->nodes)
+		c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn);
+	else if (!shape_routes(c))
+		c->routes = &cmx_route_table;
+	c->routes_gen = gen;
 }
 
 cmx_comm *cmx_comm_get(cmx_h comm)
@@ -70,6 +86,7 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	cmx_px.Comm_rank(comm, &c->rank);
 	cmx_px.Comm_test_inter(comm, &c->inter);
 	c->routes = &cmx_route_table;
+	c->routes_gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (cmx_cfg.shape_rules && !c->inter && !shape_routes(c)) {
 		free(c);
 		return NULL;
@@ -288,6 +305,8 @@ int cmx_dispatch(cmx_args *a)
 	a->op = cmx_norm(a->op);
 	a->comm = cmx_norm(a->comm);
 	cmx_comm *c = cmx_comm_get(a->comm);
+	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
+		refresh_routes(c);
 	a->mem = call_mem(a, c);
 	int rc = 0, backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
 	uint64_t bytes = 0;

@@ -303,16 +303,21 @@ static void init_once_fn(void)
 		collmux_go_init(&cmx_cfg, cmx_abi.abi, &cmx_route_table[0][0][0]);
 		cmx_cuda_load();
 	}
-	/* Per-call work that is collective or counted (statistics, the
-	 * agreement check, per-communicator shapes) needs every call on every
-	 * rank to reach the dispatcher: a rank that has not initialised CUDA
-	 * must not forward a host call that another rank dispatches. Without
-	 * such work and without a CUDA driver no call can leave MPI; with a
-	 * driver, host calls still forward at once until CUDA is up. */
+	cmx_set_fast_paths();
+	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Per-call work that is collective or counted (statistics, the agreement
+ * check, per-communicator shapes) needs every call on every rank to reach
+ * the dispatcher: a rank that has not initialised CUDA must not forward a
+ * host call that another rank dispatches. Without such work and without a
+ * CUDA driver no call can leave MPI; with a driver, host calls still
+ * forward at once until CUDA is up. */
+void cmx_set_fast_paths(void)
+{
 	int per_call = cmx_cfg.stats || cmx_cfg.check || cmx_cfg.shape_rules;
 	cmx_state.forward_only = cmx_cfg.disable || (!per_call && !cmx_cuda_present);
 	cmx_state.host_fast = !cmx_cfg.disable && !per_call;
-	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
 }
 
 void cmx_init(void) { pthread_once(&init_once, init_once_fn); }
@@ -382,12 +387,19 @@ int cmx_mpi_setup(void)
  * NCCL and another in MPI: the rule sets (defaults, tuning table,
  * COLLMUX_RULES) are compared over MPI_COMM_WORLD once, at MPI_Init, the
  * one point every rank is known to reach. */
+int cmx_rules_agree(int ok, uint32_t hash)
+{
+	int h = (int)(hash & 0x7fffffff), mine[3] = {ok, h, ~h}, min[3];
+	if (cmx_px.Allreduce(mine, min, 3, cmx_abi.int_, cmx_abi.op_min, cmx_abi.comm_world) != 0)
+		return 0;
+	return min[0] && min[1] == ~min[2]; /* min(h) == max(h): one hash everywhere */
+}
+
 static void check_same_rules(void)
 {
-	int mine[2] = {(int)(cmx_cfg.rules_hash & 0x7fffffff), ~(int)(cmx_cfg.rules_hash & 0x7fffffff)}, min[2];
 	int rank = 0;
 	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
-	if (cmx_px.Allreduce(mine, min, 2, cmx_abi.int_, cmx_abi.op_min, cmx_abi.comm_world) == 0 && min[0] != ~min[1])
+	if (!cmx_rules_agree(1, cmx_cfg.rules_hash))
 		cmx_fatal("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_TUNING or "
 			  "tuning tables differ); they must be the same everywhere", rank);
 }

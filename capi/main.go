@@ -54,7 +54,6 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.log = C.int(c.Log)
 	cfg.check = boolC(c.Check)
 	cfg.timeout = C.int(c.Timeout)
-	cfg.rules_hash = C.uint32_t(c.RulesHash())
 	for _, w := range c.Warnings {
 		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
 	}
@@ -64,8 +63,63 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	for i := 0; i < len(c.NCCLLib); i++ {
 		cfg.nccl_lib[i] = C.char(c.NCCLLib[i])
 	}
-	cfg.shape_rules = boolC(dispatch.ShapeDependent(c.Rules))
-	fillRoutes(table, dispatch.Compile(c.Rules, dispatch.Shape{}))
+	applyRules(c.Rules, cfg, table)
+}
+
+// Rules in force can change (collmux_set_rules), but statistics and the
+// decision log name rules by index long after: every rule list applied is
+// appended to ruleLog, and C tables carry indices into it.
+var (
+	ruleLog    []dispatch.Rule
+	activeFrom int // where config.Rules starts in ruleLog
+	pending    []dispatch.Rule
+)
+
+func logged(i int) string {
+	if i >= 0 && i < len(ruleLog) {
+		return ruleLog[i].String()
+	}
+	return ""
+}
+
+// applyRules makes rules the rule list in force: the global route table,
+// the per-shape tables (compiled again on demand), the hash ranks compare.
+func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
+	shapeMu.Lock()
+	defer shapeMu.Unlock()
+	activeFrom = len(ruleLog)
+	ruleLog = append(ruleLog, rules...)
+	config.Rules = rules
+	shapeTables = map[dispatch.Shape]*C.cmx_routes{} // older tables stay valid for comms still holding them
+	cfg.rules_hash = C.uint32_t(dispatch.RulesHash(rules))
+	cfg.shape_rules = boolC(dispatch.ShapeDependent(rules))
+	fillRoutes(table, dispatch.Compile(rules, dispatch.Shape{}))
+}
+
+// collmux_go_stage_rules parses the rules given to collmux_set_rules and
+// keeps them, with the defaults and tuning table in front, until every
+// rank has agreed; it returns 0 and the staged set's hash, or -1.
+//
+//export collmux_go_stage_rules
+func collmux_go_stage_rules(s *C.char, hash *C.uint32_t) C.int {
+	user, err := dispatch.ParseRules(C.GoString(s), "collmux_set_rules")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "collmux: collmux_set_rules: %v\n", err)
+		return -1
+	}
+	pending = append(append([]dispatch.Rule(nil), config.Rules[:config.UserFrom]...), user...)
+	*hash = C.uint32_t(dispatch.RulesHash(pending))
+	return 0
+}
+
+// collmux_go_commit_rules applies the staged rules (commit != 0) or drops them.
+//
+//export collmux_go_commit_rules
+func collmux_go_commit_rules(commit C.int, cfg *C.cmx_config, table *C.cmx_routes) {
+	if commit != 0 && pending != nil {
+		applyRules(pending, cfg, table)
+	}
+	pending = nil
 }
 
 // fillRoutes writes compiled routes into a C route table
@@ -82,7 +136,11 @@ func fillRoutes(table *C.cmx_routes, rt dispatch.Routes) {
 				}
 				cell.n = C.int32_t(len(rs))
 				for i, r := range rs {
-					cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(r.Rule)}
+					rule := -1
+					if r.Rule >= 0 {
+						rule = activeFrom + r.Rule
+					}
+					cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(rule)}
 				}
 			}
 		}
@@ -147,8 +205,8 @@ func collmux_go_fused_module(arch, driver C.int, image **C.char, size *C.size_t)
 //export collmux_go_explain
 func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.int) {
 	why := "no rule"
-	if rule >= 0 && int(rule) < len(config.Rules) {
-		why = "rule " + config.Rules[rule].String()
+	if r := logged(int(rule)); r != "" {
+		why = "rule " + r
 	}
 	if used != wanted {
 		why += fmt.Sprintf("; %v declined the call", dispatch.Backend(wanted))
@@ -166,10 +224,7 @@ func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int) {
 	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), cells*3)
 	ruleOf := unsafe.Slice((*int32)(unsafe.Pointer(rules)), cells)
 	r := stats.FromCounters(raw, int(C.CMX_NBUCKET), int(ranks), abi.String(), func(cell int) string {
-		if i := int(ruleOf[cell]) - 1; i >= 0 && i < len(config.Rules) {
-			return config.Rules[i].String()
-		}
-		return ""
+		return logged(int(ruleOf[cell]) - 1)
 	})
 	if err := r.Write(config.Stats == dispatch.StatsJSON, config.StatsPath); err != nil {
 		fmt.Fprintf(os.Stderr, "collmux: statistics: %v\n", err)

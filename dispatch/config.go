@@ -41,15 +41,19 @@ type Config struct {
 	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
 	Timeout   int    // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
 	Rules     []Rule // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
+	UserFrom  int    // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
 	Tuning    string // the tuning table in force, if any
 	Warnings  []string
 }
 
 // RulesHash identifies the rule set, so that ranks can check that they
 // route alike (a rank routing differently would hang a collective).
-func (c Config) RulesHash() uint32 {
+func (c Config) RulesHash() uint32 { return RulesHash(c.Rules) }
+
+// RulesHash identifies a rule list by its texts, in order.
+func RulesHash(rules []Rule) uint32 {
 	h := fnv.New32a()
-	for _, r := range c.Rules {
+	for _, r := range rules {
 		fmt.Fprintf(h, "%s|", r.Text)
 	}
 	return h.Sum32()
@@ -147,6 +151,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Warnings = append(c.Warnings, warn)
 	}
 	c.Rules, c.Tuning = append(c.Rules, tuned...), path
+	c.UserFrom = len(c.Rules)
 	if v := getenv("COLLMUX_RULES"); v != "" {
 		user, err := ParseRules(v, "COLLMUX_RULES")
 		if err != nil {

@@ -23,6 +23,15 @@ const char *collmux_mpi_abi(void);
  * freed with its communicator (MPI_Comm_free) and at MPI_Finalize. */
 int collmux_comm_states(void);
 
+/* Replaces the rules given by COLLMUX_RULES (the built-in defaults and the
+ * tuning table stay in front), with the syntax of COLLMUX_RULES. Collective
+ * over MPI_COMM_WORLD: every rank calls it with the same rules, between
+ * MPI_Init and MPI_Finalize, while no other collective is in flight.
+ * Returns 0, or -1 (rules unchanged, a message on stderr) when the rules do
+ * not parse or differ between ranks. Each communicator takes the new rules
+ * at its next collective. */
+int collmux_set_rules(const char *rules);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,7 +24,7 @@ type Row struct {
 	Calls   uint64  `json:"calls"`
 	Bytes   uint64  `json:"bytes"`
 	TimeSec float64 `json:"time_s"`         // summed over ranks
-	Rule    string  `json:"rule,omitempty"` // the rule that routed these calls, and its source
+	Rule    string  `json:"rule,omitempty"` // the rule (and its source) that routed the last of these calls
 }
 
 // Report is what rank 0 writes at finalize.

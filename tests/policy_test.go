@@ -118,3 +118,42 @@ func TestShapeRules(t *testing.T) {
 		t.Fatalf("colltest with shape rules and COLLMUX_CHECK: err %v\n%s\n%s", err, diff(native, got), errs)
 	}
 }
+
+// collmux_set_rules changes the rules mid-run on every rank, refuses
+// malformed or differing rule sets everywhere (no hang), and the decision
+// log and statistics name each rule by the set it came from.
+func TestSetRulesAtRunTime(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "setrules.c", "setrules")
+			env, statsFile := preloaded(t, "COLLMUX_LOG", "decisions")
+			out, errs, err := run(t, m, 2, env, prog)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out, errs)
+			}
+			if !strings.Contains(out, "setrules: good 0, malformed -1, different -1, shape 0, sums ok") {
+				t.Errorf("answers:\n%s", out)
+			}
+			for _, want := range []string{
+				`allreduce on host memory, 4 B -> mpi (rule "*:host:*:mpi" from default)`,
+				`rule "allreduce:host:*:staged" from collmux_set_rules; staged declined the call`,
+				`rule "allreduce:host:*:nccl:ranks=1-64" from collmux_set_rules; nccl declined the call`,
+				`collmux_set_rules: rule "allreduce:host:*:warp": unknown backend "warp"`,
+				`collmux_set_rules: the ranks passed different rules`,
+			} {
+				if !strings.Contains(errs, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errs)
+				}
+			}
+			// a statistics cell names the rule that routed its last call:
+			// here the one from the second successful collmux_set_rules
+			found := false
+			for _, row := range readStats(t, statsFile).Rows {
+				found = found || (row.Coll == "allreduce" && row.Rule == `"allreduce:host:*:nccl:ranks=1-64" from collmux_set_rules`)
+			}
+			if !found {
+				t.Errorf("statistics do not name the rule in force at the last allreduce: %+v", readStats(t, statsFile).Rows)
+			}
+		})
+	}
+}
