@@ -11,9 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,24 +113,15 @@ func Choose(samples []Sample, margin float64, prefer string) []Range {
 		}
 		byColl[s.Coll][s.Bytes][s.Backend] = s.Micros
 	}
-	colls := make([]string, 0, len(byColl))
-	for c := range byColl {
-		colls = append(colls, c)
-	}
-	sort.Strings(colls)
 	var out []Range
-	for _, c := range colls {
-		sizes := make([]uint64, 0, len(byColl[c]))
-		for b := range byColl[c] {
-			sizes = append(sizes, b)
-		}
-		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	for _, c := range slices.Sorted(maps.Keys(byColl)) {
+		sizes := slices.Sorted(maps.Keys(byColl[c]))
 		cur := prefer
 		var rs []Range
 		for _, size := range sizes {
 			times := byColl[c][size]
 			best, bt := "", math.Inf(1)
-			for _, b := range sortedKeys(times) {
+			for _, b := range slices.Sorted(maps.Keys(times)) {
 				if times[b] < bt {
 					best, bt = b, times[b]
 				}
@@ -153,15 +145,6 @@ func Choose(samples []Sample, margin float64, prefer string) []Range {
 		out = append(out, rs...)
 	}
 	return out
-}
-
-func sortedKeys(m map[string]float64) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Rules writes ranges in COLLMUX_RULES syntax for device buffers.

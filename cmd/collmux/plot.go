@@ -2,8 +2,10 @@ package main
 
 import (
 	"image/color"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -62,12 +64,7 @@ func plotAll(dir string, samples []tune.Sample, ranges []tune.Range) ([]string, 
 			poly.Color, poly.LineStyle.Width = c, 0
 			p.Add(poly)
 		}
-		names := make([]string, 0, len(lines))
-		for b := range lines {
-			names = append(names, b)
-		}
-		sort.Strings(names)
-		for _, b := range names {
+		for _, b := range slices.Sorted(maps.Keys(lines)) {
 			pts := lines[b]
 			sort.Slice(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
 			l, err := plotter.NewLine(pts)
