@@ -247,6 +247,12 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_fused_release(cmx_comm *c);
 int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
 int64_t cmx_type_size(cmx_h dtype, int ask);
+/* Element size of a plain predefined datatype, the only kind the device
+ * backends move as bytes; 0 for derived and value/index pair types. */
+int cmx_move_size(cmx_h dtype);
+/* Collective over c: 1 when ok is set on every rank. Backends agree with
+ * it before and after any set-up step that could fail on one rank only. */
+int cmx_comm_agree(const cmx_comm *c, int ok);
 
 /* i-th entry of a counts or displacements array of a call */
 static inline int64_t cmx_at(const void *arr, int i, int large)

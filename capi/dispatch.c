@@ -120,6 +120,18 @@ int64_t cmx_type_size(cmx_h dtype, int ask)
 	return -1;
 }
 
+int cmx_move_size(cmx_h dtype)
+{
+	int kind, size;
+	return cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR ? size : 0;
+}
+
+int cmx_comm_agree(const cmx_comm *c, int ok)
+{
+	int all = 0;
+	return cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle) == 0 && all;
+}
+
 /* Message size of a call as nccl-tests counts it: the full buffer of
  * allgather/alltoall/reduce_scatter and of the root of gather/scatter.
  * Returns -1 when a derived datatype's size is not known yet. */

@@ -98,13 +98,6 @@ static int op_of(int op) { return op == CMX_OP_SUM ? 0 : op == CMX_OP_MIN ? 1 : 
 
 /* ---- set-up, collective over the communicator ---- */
 
-static int agree(cmx_comm *c, int ok)
-{
-	int all = 0;
-	cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle);
-	return all;
-}
-
 static void setup(cmx_comm *c, const void *buf)
 {
 	struct {
@@ -143,7 +136,7 @@ static void setup(cmx_comm *c, const void *buf)
 		 (f->err_h = cmx_cuda_mapped(sizeof(uint32_t), &f->err_d));
 	if (!ok)
 		memset(&h, 0, sizeof h);
-	if (agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
+	if (cmx_comm_agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
 		/* map every peer and prove the mapping with a real transfer:
 		 * each rank writes its token, every rank reads all of them */
 		uint32_t token = 0xC011A000u + (uint32_t)c->rank;
@@ -151,12 +144,12 @@ static void setup(cmx_comm *c, const void *buf)
 		for (int p = 0; p < c->size && ok; p++)
 			if (p != c->rank)
 				ok = (f->peer[p] = cmx_cuda_ipc_open(hs[p])) != NULL;
-		ok = agree(c, ok);
+		ok = cmx_comm_agree(c, ok);
 		for (int p = 0; p < c->size && ok; p++) {
 			uint32_t got = 0;
 			ok = cmx_cuda_dtoh(&got, f->peer[p] + PROBE_OFF, sizeof got) && got == 0xC011A000u + (uint32_t)p;
 		}
-		if (agree(c, ok)) {
+		if (cmx_comm_agree(c, ok)) {
 			c->fused = f;
 			c->fused_state = 1;
 			comms_with_workspace++;
@@ -187,12 +180,6 @@ void cmx_fused_release(cmx_comm *c)
 	c->fused_state = -1;
 }
 
-static int move_size(cmx_h t)
-{
-	int kind, size;
-	return cmx_dtype_info(t, &kind, &size) && kind != CMX_KIND_PAIR ? size : 0;
-}
-
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
 	if (c->inter || c->fused_state < 0)
@@ -216,7 +203,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	case CMX_COLL_ALLGATHER:
 	case CMX_COLL_ALLTOALL:
 	case CMX_COLL_BCAST:
-		if (!(size = move_size(a->rtype)) || (!ip && a->coll != CMX_COLL_BCAST && !move_size(a->stype)))
+		if (!(size = cmx_move_size(a->rtype)) || (!ip && a->coll != CMX_COLL_BCAST && !cmx_move_size(a->stype)))
 			return 0;
 		bytes = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
 		if ((a->coll == CMX_COLL_ALLTOALL ? bytes * n : bytes) > SLOT)

@@ -92,10 +92,8 @@ static cmx_comm *with_nccl;
  * NCCL is initialised and success agreed after. */
 static void setup(cmx_comm *c, const void *buf)
 {
-	int ok = cmx_nccl_load() && cmx_cuda_ctx_for(buf), all = 0;
-	cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle);
 	c->nccl_state = -1;
-	if (!all)
+	if (!cmx_comm_agree(c, cmx_nccl_load() && cmx_cuda_ctx_for(buf)))
 		return;
 	struct {
 		int ok;
@@ -109,9 +107,7 @@ static void setup(cmx_comm *c, const void *buf)
 		return;
 	c->stream = cmx_cuda_stream_new();
 	int r = c->stream ? nc.CommInitRank(&c->nccl, c->size, msg.id, c->rank) : -1;
-	ok = r == 0;
-	cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle);
-	if (!all) {
+	if (!cmx_comm_agree(c, r == 0)) {
 		cmx_log(0, "NCCL communicator set-up failed (%s): this communicator's device collectives take the staged path",
 			r == 0 ? "on another rank" : (r > 0 ? nc.GetErrorString(r) : "no stream"));
 		cmx_nccl_release(c);
@@ -159,15 +155,6 @@ static void *scratch(cmx_comm *c, size_t n)
 		c->scratch_cap = c->scratch ? n : 0;
 	}
 	return c->scratch;
-}
-
-/* element size for data movement: predefined, contiguous types only */
-static int move_size(cmx_h t)
-{
-	int kind, size;
-	if (!cmx_dtype_info(t, &kind, &size) || kind == CMX_KIND_PAIR)
-		return 0;
-	return size;
 }
 
 #define BYTES(p, off) ((char *)(p) + (off))
@@ -227,11 +214,11 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		return ip && !cmx_cuda_copy(a->rbuf, tmp, (size_t)cmx_at(a->rcounts, me, L) * size, st) ? -1 : 0;
 	}
 	case CMX_COLL_BCAST:
-		if (!(size = move_size(a->rtype)))
+		if (!(size = cmx_move_size(a->rtype)))
 			return -2;
 		return nc.Broadcast(a->rbuf, a->rbuf, (size_t)a->rcount * size, NCCL_UINT8, a->root, nk, st);
 	case CMX_COLL_ALLGATHER: {
-		if (!(size = move_size(a->rtype)) || (!ip && !move_size(a->stype)))
+		if (!(size = cmx_move_size(a->rtype)) || (!ip && !cmx_move_size(a->stype)))
 			return -2;
 		size_t blk = (size_t)a->rcount * size;
 		return nc.AllGather(ip ? BYTES(a->rbuf, me * blk) : a->sbuf, a->rbuf, blk, NCCL_UINT8, nk, st);
@@ -243,7 +230,7 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	 * is the send buffer, except in scatter, where the root passes it as
 	 * the receive buffer. */
 	const int ip_r = a->rbuf == cmx_abi.in_place;
-	int ss = ip ? 0 : move_size(a->stype), rs = ip_r ? 0 : move_size(a->rtype);
+	int ss = ip ? 0 : cmx_move_size(a->stype), rs = ip_r ? 0 : cmx_move_size(a->rtype);
 	int root = a->root;
 	const char *sb = ip ? NULL : a->sbuf;
 	char *rb = ip_r ? NULL : a->rbuf;
