@@ -254,11 +254,11 @@ static void explain(const cmx_args *a, uint64_t bytes, int backend, int rule, in
 enum { FP_COLL, FP_MEM, FP_ROOT, FP_OP, FP_BYTES, FP_N };
 static const char *const fp_names[FP_N] = {"collective", "memory kind (0 host, 1 cuda, 2 managed, 3 mixed)", "root", "op", "message size"};
 
-static int check(const cmx_args *a, const cmx_comm *c)
+static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 {
-	int64_t b = call_bytes(a, c, 0);
-	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? cmx_op_info(a->op) : -1,
-			  (a->coll == CMX_COLL_ALLTOALLV || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV) ? -1 : (int)b};
+	/* bytes is the routing size: UINT64_MAX where ranks may differ or the
+	 * size is not known yet */
+	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? cmx_op_info(a->op) : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
 	int *all = malloc(sizeof(int) * FP_N * (size_t)c->size);
 	if (!all || cmx_px.Allgather(mine, FP_N, cmx_abi.int_, all, FP_N, cmx_abi.int_, c->handle) != 0) {
 		free(all);
@@ -327,7 +327,7 @@ int cmx_dispatch(cmx_args *a)
 		const cmx_route *r = pick(c, a, bytes);
 		if (r)
 			backend = r->backend, rule = r->rule;
-		if (cmx_cfg.check && (rc = check(a, c)) != 0)
+		if (cmx_cfg.check && (rc = check(a, c, bytes)) != 0)
 			goto out;
 	}
 	uint64_t t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
