@@ -3,11 +3,17 @@
  * it is preloaded) against NCCL called directly by the same program on its
  * own communicator, size by size, in one run. Rank 0 prints CSV:
  *   collective,path,bytes,time_us,algbw_GBs,busbw_GBs
- * path is "collmux" for the MPI call (or what COLLMUX_RULES forces) and
- * "nccl" for the direct call. Sizes and factors follow nccl-tests.
+ * path is "nccl" for the direct call, otherwise the policy's name. Sizes
+ * and factors follow nccl-tests.
  *
- * usage: gpu_bench [max_bytes] [label]   (label replaces "collmux")
+ * usage: gpu_bench [max_bytes] [policy...]
+ * A policy is NAME (the MPI call as the environment routes it; default
+ * "collmux") or NAME=RULES[@MAX_BYTES]: collmux_set_rules(RULES) before
+ * the policy's turn ("" restores the defaults and tuning table), measured
+ * up to MAX_BYTES. With several, every size is measured under each policy
+ * in turn, so that they compare within one run.
  */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <string.h>
@@ -57,6 +63,12 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return v[n / 2];
+}
+
 static double factor(int c)
 {
 	switch (c) {
@@ -66,6 +78,27 @@ static double factor(int c)
 	}
 }
 
+typedef struct {
+	const char *name;
+	char *rules; /* NULL: leave the rules alone */
+	size_t max;
+} policy;
+
+/* parses NAME[=RULES[@MAX]] in place */
+static policy parse_policy(char *arg, size_t maxb)
+{
+	policy p = {arg, NULL, maxb};
+	char *eq = strchr(arg, '='), *at;
+	if (eq) {
+		*eq = 0, p.rules = eq + 1;
+		if ((at = strrchr(p.rules, '@')) != NULL) {
+			*at = 0;
+			p.max = strtoull(at + 1, NULL, 10);
+		}
+	}
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	gpu_select();
@@ -73,7 +106,19 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	size_t maxb = argc > 1 ? strtoull(argv[1], NULL, 10) : (1ull << 30);
-	const char *label = argc > 2 ? argv[2] : "collmux";
+	policy pol[16] = {{"collmux", NULL, maxb}}; /* tb below has a row for each, and one for NCCL */
+	int npol = argc > 2 ? argc - 2 : 1;
+	if (npol > 16)
+		npol = 16;
+	for (int i = 0; i < npol && argc > 2; i++)
+		pol[i] = parse_policy(argv[i + 2], maxb);
+	int (*set_rules)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "collmux_set_rules");
+	for (int i = 0; i < npol; i++)
+		if (pol[i].rules && !set_rules) {
+			if (rank == 0)
+				fprintf(stderr, "gpu_bench: policy %s needs collmux preloaded (collmux_set_rules)\n", pol[i].name);
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
 	ncclUniqueId id;
 	if (rank == 0)
 		ncclGetUniqueId(&id);
@@ -94,25 +139,35 @@ int main(int argc, char **argv)
 	for (int c = 0; c < NCOLL; c++)
 		for (size_t b = 8; b <= maxb; b *= 2) {
 			size_t bytes = b < (size_t)4 * size ? (size_t)4 * size : b; /* at least one float per rank */
-			int iters = bytes <= (1 << 20) ? 40 : bytes <= (64 << 20) ? 10 : 3;
-			for (int direct = 1; direct >= 0; direct--) {
-				for (int w = 0; w < 5; w++)
-					one(c, direct, s, r, bytes);
-				/* median over 7 batches of the mean time per call */
-				double tb[7], t, tmax;
-				for (int k = 0; k < 7; k++) {
+			int iters = bytes <= (1 << 20) ? 50 : bytes <= (64 << 20) ? 10 : 3;
+			/* BATCHES batches of iters calls per path (NCCL directly, then
+			 * each policy that reaches this size), the paths taking turns
+			 * batch by batch so that drift hits them alike; the median
+			 * batch's mean time per call, the slowest rank's */
+			enum { BATCHES = 11 };
+			double tb[17][BATCHES];
+			for (int k = 0; k < BATCHES; k++)
+				for (int p = -1; p < npol; p++) {
+					if (p >= 0 && bytes > pol[p].max)
+						continue;
+					if (p >= 0 && pol[p].rules && set_rules(pol[p].rules) != 0)
+						MPI_Abort(MPI_COMM_WORLD, 2);
+					for (int w = 0; w < (k ? 2 : 5); w++)
+						one(c, p < 0, s, r, bytes);
 					MPI_Barrier(MPI_COMM_WORLD);
 					double t0 = MPI_Wtime();
 					for (int i = 0; i < iters; i++)
-						one(c, direct, s, r, bytes);
-					tb[k] = (MPI_Wtime() - t0) / iters;
+						one(c, p < 0, s, r, bytes);
+					tb[p + 1][k] = (MPI_Wtime() - t0) / iters;
 				}
-				qsort(tb, 7, sizeof *tb, cmp_double);
-				t = tb[3];
+			for (int p = -1; p < npol; p++) {
+				if (p >= 0 && bytes > pol[p].max)
+					continue;
+				double t = median(tb[p + 1], BATCHES), tmax;
 				MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 				if (rank == 0) {
 					double alg = bytes / tmax / 1e9;
-					printf("%s,%s,%zu,%.2f,%.2f,%.2f\n", names[c], direct ? "nccl" : label, bytes, tmax * 1e6, alg, alg * factor(c));
+					printf("%s,%s,%zu,%.2f,%.2f,%.2f\n", names[c], p < 0 ? "nccl" : pol[p].name, bytes, tmax * 1e6, alg, alg * factor(c));
 				}
 			}
 			fflush(stdout);

@@ -1,7 +1,8 @@
 // launch_floor: the least a blocking GPU collective can cost on this
 // machine: one kernel launch and waiting for it, with nothing in the
-// kernel. Built and run by scripts/gpu-test.sh; the figures go with the
-// benchmark results, since no launch-per-call design can beat them.
+// kernel; and, for collmux's resident fused kernel, one round trip through
+// a doorbell in host memory to a kernel that is already running. Built and
+// run by scripts/gpu-test.sh; the figures go with the benchmark results.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <time.h>
@@ -12,6 +13,18 @@ __global__ void flag(volatile unsigned *f, unsigned v)
 	if (threadIdx.x == 0) {
 		__threadfence_system();
 		*f = v;
+	}
+}
+
+// polls a doorbell in host memory and answers each ring, as the resident
+// fused kernel does, with no work in between
+__global__ void resident(volatile unsigned *bell, volatile unsigned *done, unsigned n)
+{
+	for (unsigned i = 1; i <= n; i++) {
+		while (*bell != i)
+			;
+		__threadfence_system();
+		*done = i;
 	}
 }
 
@@ -53,5 +66,32 @@ int main()
 			;
 	}
 	printf("launch + spin on a host-mapped completion flag: %.2f us\n", (now_us() - t0) / N);
+
+	unsigned *hb, *db, *hd, *dd;
+	cudaStream_t nb;
+	cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking);
+	cudaHostAlloc((void **)&hb, 64, cudaHostAllocMapped);
+	cudaHostAlloc((void **)&hd, 64, cudaHostAllocMapped);
+	cudaHostGetDevicePointer((void **)&db, hb, 0);
+	cudaHostGetDevicePointer((void **)&dd, hd, 0);
+	*hb = *hd = 0;
+	resident<<<1, 32, 0, nb>>>(db, dd, N + 1000);
+	for (unsigned i = 1; i <= 1000; i++) {
+		*(volatile unsigned *)hb = i;
+		while (*(volatile unsigned *)hd != i)
+			;
+	}
+	t0 = now_us();
+	for (unsigned i = 1001; i <= (unsigned)N + 1000; i++) {
+		*(volatile unsigned *)hb = i;
+		while (*(volatile unsigned *)hd != i)
+			;
+	}
+	printf("doorbell round trip to a resident kernel: %.2f us\n", (now_us() - t0) / N);
+	cudaStreamSynchronize(nb);
+	t0 = now_us();
+	for (int i = 0; i < N; i++)
+		cudaStreamQuery(cudaStreamLegacy);
+	printf("cudaStreamQuery(legacy default stream), idle: %.2f us\n", (now_us() - t0) / N);
 	return 0;
 }

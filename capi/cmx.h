@@ -125,6 +125,8 @@ typedef struct {
 	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
 	int timeout; /* COLLMUX_TIMEOUT: seconds before a fused collective is declared hung */
+	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
+	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: fused calls wait for the legacy default stream */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	char nccl_lib[256];
@@ -213,7 +215,9 @@ int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure *
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
 int cmx_cuda_sync(void *stream);
 int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
-void *cmx_cuda_stream_new(void);
+void *cmx_cuda_stream_new(int nonblocking);
+int cmx_cuda_query(void *stream); /* 1 idle, 0 busy, -1 failed */
+int cmx_cuda_legacy_idle(void);    /* waits for the legacy default stream */
 void cmx_cuda_stream_free(void *stream);
 void *cmx_cuda_malloc(size_t n);
 void cmx_cuda_free(void *p);
@@ -245,6 +249,7 @@ void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_fused_release(cmx_comm *c);
+void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */
 int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
 int64_t cmx_type_size(cmx_h dtype, int ask);
 /* Element size of a plain predefined datatype, the only kind the device

@@ -26,6 +26,7 @@ static struct {
 	CUresult (*StreamCreate)(CUstream *, unsigned);
 	CUresult (*StreamDestroy)(CUstream);
 	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*StreamQuery)(CUstream);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemAllocHost)(void **, size_t);
@@ -72,6 +73,7 @@ int cmx_cuda_load(void)
 	SYM(StreamCreate, "cuStreamCreate");
 	SYM(StreamDestroy, "cuStreamDestroy_v2");
 	SYM(StreamSynchronize, "cuStreamSynchronize");
+	SYM(StreamQuery, "cuStreamQuery");
 	SYM(MemAlloc, "cuMemAlloc_v2");
 	SYM(MemFree, "cuMemFree_v2");
 	SYM(MemAllocHost, "cuMemAllocHost_v2");
@@ -142,13 +144,32 @@ int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 
 int cmx_cuda_sync(void *stream) { return ok(cu.StreamSynchronize(stream)); }
 
-/* Flags 0 (not CU_STREAM_NON_BLOCKING): collmux's stream waits for work the
- * program queued on the legacy default stream, as an MPI call must see
- * buffers the program wrote there. */
-void *cmx_cuda_stream_new(void)
+/* A blocking stream (flags 0) waits for work the program queued on the
+ * legacy default stream, as an MPI call must see buffers the program wrote
+ * there. A non-blocking one (CU_STREAM_NON_BLOCKING) neither waits for it
+ * nor holds it up: the resident fused kernel's, which orders itself with
+ * cmx_cuda_legacy_idle instead. */
+void *cmx_cuda_stream_new(int nonblocking)
 {
 	CUstream s = NULL;
-	return cu.StreamCreate(&s, 0) == 0 ? s : NULL;
+	return cu.StreamCreate(&s, nonblocking ? 1u : 0u) == 0 ? s : NULL;
+}
+
+enum { CUDA_ERROR_NOT_READY = 600 };
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+
+int cmx_cuda_query(void *stream)
+{
+	CUresult r = cu.StreamQuery(stream);
+	return r == 0 ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : (ok(r), -1);
+}
+
+/* Waits for what the program queued on the legacy default stream (one
+ * query when nothing is, which is the common case). */
+int cmx_cuda_legacy_idle(void)
+{
+	int q = cmx_cuda_query(CU_STREAM_LEGACY);
+	return q > 0 || (q == 0 && cmx_cuda_sync(CU_STREAM_LEGACY));
 }
 
 void cmx_cuda_stream_free(void *s)
@@ -187,7 +208,7 @@ int cmx_cuda_fused_capable(void)
 {
 	return cmx_cuda_present && cu.CtxGetDevice && cu.DeviceGetAttribute && cu.DeviceGetPCIBusId && cu.DriverGetVersion &&
 	       cu.ModuleLoadData && cu.ModuleGetFunction && cu.LaunchKernel && cu.IpcGetMemHandle && cu.IpcOpenMemHandle &&
-	       cu.MemsetD8 && cu.MemcpyDtoH && cu.MemHostAlloc && cu.MemHostGetDevicePointer;
+	       cu.MemsetD8 && cu.MemcpyDtoH && cu.MemHostAlloc && cu.MemHostGetDevicePointer && cu.StreamQuery;
 }
 
 /* compute capability (major*10+minor) and PCI bus id of the current device */
@@ -232,7 +253,7 @@ int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdevicep
 
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n) { return cu.MemcpyDtoH(dst, (CUdeviceptr)src, n) == 0; }
 
-/* host memory the device writes directly (the watchdog's error word) */
+/* host memory the device reads and writes directly (the fused kernel's doorbell) */
 void *cmx_cuda_mapped(size_t n, void **dptr)
 {
 	void *h = NULL;

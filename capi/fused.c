@@ -1,10 +1,13 @@
 /*
  * fused.c: the fused backend. Device collectives of ranks that share a
- * node and see each other's GPUs run as one kernel each (fused/kernels.cu):
+ * node and see each other's GPUs run in one kernel (fused/kernels.cu):
  * copy into a CUDA-IPC workspace, signal, read the peers over NVLink.
- * Set-up is collective and agreed by all ranks; anything missing (NVRTC,
- * peer access, distinct GPUs, one node) turns the path off for that
- * communicator, with the reason in COLLMUX_LOG=info.
+ * The kernel stays resident between calls and takes jobs from a doorbell
+ * in host memory, so a call costs no launch; it stops itself after
+ * COLLMUX_FUSED_LINGER idle microseconds. Set-up is collective and agreed
+ * by all ranks; anything missing (NVRTC, peer access, distinct GPUs, one
+ * node) turns the path off for that communicator, with the reason in
+ * COLLMUX_LOG=info.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,44 +20,61 @@
 
 #define MAX_RANKS 8   /* CMX_MAX_RANKS in kernels.cu */
 #define MAX_BLOCKS 64 /* CMX_MAX_BLOCKS in kernels.cu */
+#define GRID 32       /* blocks of the resident kernel; a job uses 1 to GRID */
+#define LL_MAX (256u << 10) /* CMX_LL_MAX in kernels.cu */
 #define SLOT (8u << 20)
 #define FLAGS_BYTES (MAX_BLOCKS * MAX_RANKS * 4)
-#define PROBE_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
-#define WORKSPACE (PROBE_OFF + 64)
+#define CTL_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
+#define PROBE_OFF (CTL_OFF + 64) /* Ctl in kernels.cu fits in 64 bytes */
+#define LL_OFF (PROBE_OFF + 64)
+#define WORKSPACE (LL_OFF + 2 * MAX_RANKS * 2 * (size_t)LL_MAX)
 
-/* Kernel parameter blocks, laid out as Peers and Call in kernels.cu. */
+/* Laid out as Bell and Ring in kernels.cu. */
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10 };
 typedef struct {
-	char *buf[MAX_RANKS];
-	uint32_t *flags[MAX_RANKS];
-} peers_t;
+	uint32_t seq_a, code;
+	uint64_t in;
+	uint32_t seq_b, nb;
+	uint64_t out;
+	uint32_t seq_c, root;
+	uint64_t n;
+	uint32_t pad[4];
+	uint32_t done, exited, err, pad2[13];
+} bell_t;
 typedef struct {
-	int n, me, root;
-	uint32_t epoch;
-	uint64_t timeout_ns;
-	uint32_t *err;
-} call_t;
+	char *ws[MAX_RANKS];
+	void *bell, *ctl;
+	uint64_t slot, ll_off, timeout_ns, linger_ns;
+	int n, me;
+	uint32_t launch, last;
+} ring_t;
 
 struct cmx_fused {
 	char *peer[MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
-	uint32_t epoch;
-	void *stream;
-	volatile uint32_t *err_h; /* written by the kernel's watchdog */
-	void *err_d;
+	int n, me;
+	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
+	uint32_t launch; /* the id of the resident instance last launched */
+	int running;     /* that instance may still be running */
+	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel */
+	volatile bell_t *bell;
+	void *bell_d;
 };
 
 /* ---- the module: compiled once per process ---- */
-enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16, NT };
-static const char *tnames[NT] = {"f32", "f64", "i32", "u32", "i64", "u64", "f16", "bf16"};
-static const char *onames[3] = {"sum", "min", "max"};
-static void *module, *fn_move, *fn_ar[NT][3];
-static int loaded;
+/* element types in the order of the kernel's switch (run in kernels.cu) */
+enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16 };
+static void *module, *fn_ring;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
 /* Workspaces stay mapped by the peers until the process ends (freeing one
  * safely would need the peers' agreement at MPI_Comm_free), so at most
- * MAX_COMMS communicators of a process get one; the others use NCCL. */
+ * MAX_COMMS communicators of a process get one; the others use NCCL.
+ * live[] holds those of communicators not yet freed, whose resident
+ * kernels MPI_Finalize stops. */
 #define MAX_COMMS 16
 static int comms_with_workspace;
+static struct cmx_fused *live[MAX_COMMS];
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void load(void)
 {
@@ -66,17 +86,10 @@ static void load(void)
 		return;
 	if (!collmux_go_fused_module(arch, cmx_cuda_driver_version(), &image, &len))
 		return;
-	fn_move = cmx_cuda_function(image, "cmx_move", &module);
-	loaded = fn_move != NULL;
-	char name[64];
-	for (int t = 0; t < NT; t++)
-		for (int o = 0; o < 3; o++) {
-			snprintf(name, sizeof name, "cmx_allreduce_%s_%s", tnames[t], onames[o]);
-			loaded = loaded && (fn_ar[t][o] = cmx_cuda_function(image, name, &module));
-		}
+	fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
 	/* image stays allocated: with lazy module loading (the default since
 	 * CUDA 12.2) the driver reads it again when a kernel first launches */
-	cmx_log(1, "fused kernels %s (sm_%d)", loaded ? "loaded" : "failed to load", arch);
+	cmx_log(1, "fused kernels %s (sm_%d)", fn_ring ? "loaded" : "failed to load", arch);
 }
 
 static int type_of(int kind)
@@ -105,7 +118,7 @@ static void setup(cmx_comm *c, const void *buf)
 		int ok, arch;
 	} me, *all = calloc((size_t)c->size, sizeof me);
 	memset(&me, 0, sizeof me);
-	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), loaded) &&
+	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 	c->fused_state = -1;
@@ -132,8 +145,8 @@ static void setup(cmx_comm *c, const void *buf)
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
 	int ok = f && hs && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
-		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_new()) &&
-		 (f->err_h = cmx_cuda_mapped(sizeof(uint32_t), &f->err_d));
+		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_new(1)) &&
+		 (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (!ok)
 		memset(&h, 0, sizeof h);
 	if (cmx_comm_agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
@@ -150,9 +163,12 @@ static void setup(cmx_comm *c, const void *buf)
 			ok = cmx_cuda_dtoh(&got, f->peer[p] + PROBE_OFF, sizeof got) && got == 0xC011A000u + (uint32_t)p;
 		}
 		if (cmx_comm_agree(c, ok)) {
+			f->n = c->size, f->me = c->rank;
 			c->fused = f;
 			c->fused_state = 1;
-			comms_with_workspace++;
+			pthread_mutex_lock(&live_mu);
+			live[comms_with_workspace++] = f;
+			pthread_mutex_unlock(&live_mu);
 			free(hs);
 			return;
 		}
@@ -169,10 +185,96 @@ static void setup(cmx_comm *c, const void *buf)
 	free(hs);
 }
 
+/* ---- the resident kernel ---- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+static int start(struct cmx_fused *f)
+{
+	ring_t R = {.bell = f->bell_d, .ctl = f->peer[f->me] + CTL_OFF, .slot = SLOT, .ll_off = LL_OFF, .n = f->n, .me = f->me};
+	for (int p = 0; p < f->n; p++)
+		R.ws[p] = f->peer[p];
+	R.timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
+	R.linger_ns = (uint64_t)cmx_cfg.linger_us * 1000ull;
+	/* the job just rung is the first it takes (numbers skip 0, see LL in kernels.cu) */
+	R.launch = ++f->launch, R.last = f->seq - 1 ? f->seq - 1 : 0xffffffffu;
+	void *args[] = {&R};
+	return f->running = cmx_cuda_launch(fn_ring, GRID, 512, f->stream, args);
+}
+
+/* Waits for job s; relaunches the kernel if it stopped before taking it.
+ * The kernel writes "done" before "exited", so "exited" without "done"
+ * means the job was never taken. 0 when the kernel failed. */
+static int wait_done(struct cmx_fused *f, uint32_t s)
+{
+	volatile bell_t *b = f->bell;
+	for (unsigned spins = 1;; spins++) {
+		if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s)
+			return 1;
+		if (spins % 64 == 0 && __atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch) {
+			if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s)
+				return 1;
+			if (!start(f))
+				return 0;
+		}
+		if (spins % (1u << 16) == 0 && cmx_cuda_query(f->stream) < 0)
+			return 0; /* the kernel faulted */
+		cpu_relax();
+	}
+}
+
+/* Rings job (code, in, out, n, root) for nb blocks and waits for it. The
+ * doorbell's three chunks are each written payload first, then (release)
+ * the sequence number; the device reads a chunk in one load. */
+static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb)
+{
+	volatile bell_t *b = f->bell;
+	const uint32_t s = f->seq = f->seq + 1 ? f->seq + 1 : 1;
+	b->code = code, b->in = (uintptr_t)in;
+	__atomic_store_n(&b->seq_a, s, __ATOMIC_RELEASE);
+	b->nb = nb, b->out = (uintptr_t)out;
+	__atomic_store_n(&b->seq_b, s, __ATOMIC_RELEASE);
+	b->root = root, b->n = n;
+	__atomic_store_n(&b->seq_c, s, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch)
+		f->running = 0;
+	return (f->running || start(f)) && wait_done(f, s);
+}
+
+static void stop(struct cmx_fused *f)
+{
+	if (f->running && __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) != f->launch)
+		ring(f, JOB_EXIT, NULL, NULL, 0, 0, 0);
+	cmx_cuda_sync(f->stream);
+	f->running = 0;
+}
+
+void cmx_fused_release_all(void)
+{
+	pthread_mutex_lock(&live_mu);
+	for (int i = 0; i < comms_with_workspace; i++)
+		if (live[i])
+			stop(live[i]);
+	pthread_mutex_unlock(&live_mu);
+}
+
 void cmx_fused_release(cmx_comm *c)
 {
 	if (!c || !c->fused)
 		return;
+	pthread_mutex_lock(&live_mu);
+	for (int i = 0; i < comms_with_workspace; i++)
+		if (live[i] == c->fused)
+			live[i] = NULL;
+	pthread_mutex_unlock(&live_mu);
+	stop(c->fused);
 	cmx_cuda_stream_free(c->fused->stream);
 	/* the workspace is mapped by the peers; it is freed with the process */
 	free(c->fused);
@@ -185,19 +287,23 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (c->inter || c->fused_state < 0)
 		return 0;
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
-	void *fn, *args[6];
 	const char *in = ip ? a->rbuf : a->sbuf;
 	char *out = a->rbuf;
 	uint64_t bytes = 0, count = 0;
-	int mode = 0, kind, size, root = 0, t = -1, o = -1;
+	uint32_t code;
+	int kind, size, root = 0, t, o;
 	/* what the kernels can express; every input here is agreed across ranks */
 	switch (a->coll) {
 	case CMX_COLL_ALLREDUCE: {
 		if (!cmx_dtype_info(a->rtype, &kind, &size) || (t = type_of(kind)) < 0 || (o = op_of(cmx_op_info(a->op))) < 0)
 			return 0;
 		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
-		if (bytes > SLOT)
-			return 0;
+		if (bytes > SLOT || ((uintptr_t)in | (uintptr_t)out) % (unsigned)size)
+			return 0; /* misaligned elements: NCCL copes, the kernels' typed loads would fault */
+		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
+		/* small and 8-byte aligned: the LL protocol (one NVLink crossing) */
+		if (bytes <= LL_MAX && (((uintptr_t)in | (uintptr_t)out | bytes) & 7) == 0)
+			code |= JOB_LL;
 		break;
 	}
 	case CMX_COLL_ALLGATHER:
@@ -205,10 +311,11 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	case CMX_COLL_BCAST:
 		if (!(size = cmx_move_size(a->rtype)) || (!ip && a->coll != CMX_COLL_BCAST && !cmx_move_size(a->stype)))
 			return 0;
-		bytes = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
+		bytes = count = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
 		if ((a->coll == CMX_COLL_ALLTOALL ? bytes * n : bytes) > SLOT)
 			return 0;
-		mode = a->coll == CMX_COLL_ALLGATHER ? 0 : a->coll == CMX_COLL_BCAST ? 1 : 2;
+		/* modes as in kernels.cu: allgather 0, bcast 1, alltoall 2 */
+		code = JOB_MOVE | (uint32_t)(a->coll == CMX_COLL_ALLGATHER ? 0 : a->coll == CMX_COLL_BCAST ? 1 : 2) << 8;
 		if (a->coll == CMX_COLL_ALLGATHER && ip)
 			in = a->rbuf + (size_t)me * bytes;
 		if (a->coll == CMX_COLL_BCAST)
@@ -219,36 +326,27 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	}
 	if (c->fused_state == 0)
 		setup(c, out);
-	if (c->fused_state != 1 || !cmx_cuda_ctx_for(out))
+	/* the kernel runs beside the program's work, not after it: the
+	 * buffers may come from work still queued on the default stream */
+	if (c->fused_state != 1 || !cmx_cuda_ctx_for(out) || (cmx_cfg.order_default_stream && !cmx_cuda_legacy_idle()))
 		return 0;
-	fn = t >= 0 ? fn_ar[t][o] : fn_move; /* the module is loaded by the first set-up */
 	struct cmx_fused *f = c->fused;
-	f->epoch++;
-	peers_t P;
-	memset(&P, 0, sizeof P);
-	for (int p = 0; p < n; p++) {
-		P.buf[p] = f->peer[p] + (f->epoch & 1) * (size_t)SLOT;
-		P.flags[p] = (uint32_t *)(f->peer[p] + 2 * (size_t)SLOT);
-	}
-	call_t C = {n, me, root, f->epoch, (uint64_t)cmx_cfg.timeout * 1000000000ull, f->err_d};
-	unsigned grid = (unsigned)((bytes + 2047) / 2048); /* 2 KiB a block, up to 32 blocks */
-	grid = grid < 1 ? 1 : grid > 32 ? 32 : grid;
-	args[0] = &P, args[1] = &C, args[2] = &in, args[3] = &out;
-	args[4] = a->coll == CMX_COLL_ALLREDUCE ? (void *)&count : (void *)&bytes;
-	args[5] = &mode;
-	if (!cmx_cuda_launch(fn, grid, 512, f->stream, args) || !cmx_cuda_sync(f->stream)) {
+	uint64_t nb = (bytes + 2047) / 2048; /* 2 KiB a block, up to GRID blocks */
+	nb = nb < 1 ? 1 : nb > GRID ? GRID : nb;
+	if (!ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
 		fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me, n,
 			cmx_cuda_last_error());
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}
-	if (CMX_UNLIKELY(*f->err_h)) {
+	if (CMX_UNLIKELY(f->bell->err)) {
 		fprintf(stderr, "collmux: %s on rank %d of %d: ranks", cmx_fn_names[a->fn], me, n);
 		for (int p = 0; p < n; p++)
-			if (*f->err_h & (1u << p))
+			if (f->bell->err & (1u << p))
 				fprintf(stderr, " %d", p);
 		fprintf(stderr, " did not arrive within COLLMUX_TIMEOUT=%d s; the fused path is off for this communicator\n", cmx_cfg.timeout);
 		c->fused_state = -1;
+		stop(f);
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}

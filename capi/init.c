@@ -347,6 +347,7 @@ static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 {
 	(void)comm, (void)keyval, (void)val, (void)extra;
 	cmx_nccl_release_all();
+	cmx_fused_release_all();
 	if (cmx_cfg.stats) {
 		static cmx_stat total[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 		int rank = 0, size = 1;

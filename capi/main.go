@@ -54,6 +54,8 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.log = C.int(c.Log)
 	cfg.check = boolC(c.Check)
 	cfg.timeout = C.int(c.Timeout)
+	cfg.linger_us = C.int(c.LingerUS)
+	cfg.order_default_stream = boolC(!c.Unordered)
 	for _, w := range c.Warnings {
 		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
 	}

@@ -105,7 +105,7 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle);
 	if (!msg.ok)
 		return;
-	c->stream = cmx_cuda_stream_new();
+	c->stream = cmx_cuda_stream_new(0);
 	int r = c->stream ? nc.CommInitRank(&c->nccl, c->size, msg.id, c->rank) : -1;
 	if (!cmx_comm_agree(c, r == 0)) {
 		cmx_log(0, "NCCL communicator set-up failed (%s): this communicator's device collectives take the staged path",
@@ -182,6 +182,10 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 			return -2;
 		int dt = nccl_type[kind], o = nccl_op(op);
 		const void *s = ip ? a->rbuf : a->sbuf;
+		/* NCCL's kernels fault (and kill the CUDA context) on elements
+		 * that straddle their alignment; staging copies any buffer */
+		if (((uintptr_t)s | (uintptr_t)(a->coll == CMX_COLL_REDUCE && me != a->root ? NULL : a->rbuf)) % (unsigned)size)
+			return -2;
 		if (a->coll == CMX_COLL_ALLREDUCE)
 			return nc.AllReduce(s, a->rbuf, (size_t)a->rcount, dt, o, nk, st);
 		if (a->coll == CMX_COLL_REDUCE)

@@ -40,11 +40,20 @@ type Config struct {
 	Check     bool   // COLLMUX_CHECK: verify on every call that ranks agree
 	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
 	Timeout   int    // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
+	LingerUS  int    // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
+	Unordered bool   // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
 	Rules     []Rule // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
 	UserFrom  int    // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
 	Tuning    string // the tuning table in force, if any
 	Warnings  []string
 }
+
+// DefaultLingerUS is how long the resident fused kernel waits for the next
+// job before it stops. Calls closer together than this skip the kernel
+// launch; the price is that the program's cudaDeviceSynchronize waits up to
+// this long after a fused call, and that the kernel's blocks stay on the
+// GPU meanwhile.
+const DefaultLingerUS = 200
 
 // RulesHash identifies the rule set, so that ranks can check that they
 // route alike (a rank routing differently would hang a collective).
@@ -141,6 +150,21 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("COLLMUX_TIMEOUT=%q: want a positive number of seconds", v)
 		}
 		c.Timeout = n
+	}
+	switch v := strings.TrimSpace(getenv("COLLMUX_STREAM_ORDER")); v {
+	case "", "default":
+	case "none":
+		c.Unordered = true
+	default:
+		return c, fmt.Errorf("COLLMUX_STREAM_ORDER=%q: want default or none", v)
+	}
+	c.LingerUS = DefaultLingerUS
+	if v := strings.TrimSpace(getenv("COLLMUX_FUSED_LINGER")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 10_000_000 {
+			return c, fmt.Errorf("COLLMUX_FUSED_LINGER=%q: want microseconds from 0 to 10000000", v)
+		}
+		c.LingerUS = n
 	}
 	c.Rules = DefaultRules()
 	tuned, path, warn, err := tuningRules(getenv)

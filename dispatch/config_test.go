@@ -11,11 +11,14 @@ import (
 
 func TestLoadConfig(t *testing.T) {
 	cases := []struct {
-		env   map[string]string
-		stats StatsMode
-		path  string
-		log   LogLevel
-		err   string
+		env     map[string]string
+		stats   StatsMode
+		path    string
+		log     LogLevel
+		timeout int // 0: the default, 300
+		linger  int // 0: the default, DefaultLingerUS; -1: 0
+		unord   bool
+		err     string
 	}{
 		{env: nil},
 		{env: map[string]string{"COLLMUX_STATS": "1"}, stats: StatsText},
@@ -24,6 +27,15 @@ func TestLoadConfig(t *testing.T) {
 		{env: map[string]string{"COLLMUX_STATS": "report.txt"}, stats: StatsText, path: "report.txt"},
 		{env: map[string]string{"COLLMUX_LOG": "decisions"}, log: LogDecisions},
 		{env: map[string]string{"COLLMUX_LOG": "loud"}, err: "COLLMUX_LOG"},
+		{env: map[string]string{"COLLMUX_TIMEOUT": "5"}, timeout: 5},
+		{env: map[string]string{"COLLMUX_TIMEOUT": "0"}, err: "COLLMUX_TIMEOUT"},
+		{env: map[string]string{"COLLMUX_FUSED_LINGER": "0"}, linger: -1},
+		{env: map[string]string{"COLLMUX_FUSED_LINGER": "1000"}, linger: 1000},
+		{env: map[string]string{"COLLMUX_FUSED_LINGER": "-3"}, err: "COLLMUX_FUSED_LINGER"},
+		{env: map[string]string{"COLLMUX_FUSED_LINGER": "1ms"}, err: "COLLMUX_FUSED_LINGER"},
+		{env: map[string]string{"COLLMUX_STREAM_ORDER": "none"}, unord: true},
+		{env: map[string]string{"COLLMUX_STREAM_ORDER": "default"}},
+		{env: map[string]string{"COLLMUX_STREAM_ORDER": "per-thread"}, err: "COLLMUX_STREAM_ORDER"},
 	}
 	for _, tc := range cases {
 		c, err := LoadConfig(func(k string) string { return tc.env[k] })
@@ -33,7 +45,14 @@ func TestLoadConfig(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log {
+		timeout, linger := 300, DefaultLingerUS
+		if tc.timeout != 0 {
+			timeout = tc.timeout
+		}
+		if tc.linger != 0 {
+			linger = max(tc.linger, 0)
+		}
+		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log || c.Timeout != timeout || c.LingerUS != linger || c.Unordered != tc.unord {
 			t.Errorf("%v: got %+v, %v", tc.env, c, err)
 		}
 	}

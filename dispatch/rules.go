@@ -104,13 +104,14 @@ func (r Rule) String() string { return fmt.Sprintf("%q from %s", r.Text, r.Sourc
 // DefaultRules are the built-in policy: host buffers stay on MPI, device
 // buffers go to NCCL (which falls back to staged for what it cannot
 // express), managed memory stays on MPI (host-accessible), mixed
-// host/device arguments are staged. Below the crossovers measured on 2 x
-// H200 (docs/results/gpu-2026-11-29) device all-reduce, all-gather,
-// all-to-all and bcast take the fused kernels, which fall back to NCCL
+// host/device arguments are staged. Device all-reduce, all-gather,
+// all-to-all and bcast up to the fused kernels' 8 MiB workspace take them
+// (faster than NCCL at every size up to there with the resident kernel on
+// 2 x H200: docs/results/gpu-2026-11-29-resident); they fall back to NCCL
 // where they cannot run.
 func DefaultRules() []Rule {
 	rules, err := ParseRules("*:host:*:mpi#*:cuda:*:nccl#*:managed:*:mpi#*:mixed:*:staged#"+
-		"allreduce:cuda:0-4M:fused#allgather:cuda:0-8M:fused#alltoall:cuda:0-4M:fused#bcast:cuda:0-8M:fused", "default")
+		"allreduce:cuda:0-8M:fused#allgather:cuda:0-8M:fused#alltoall:cuda:0-8M:fused#bcast:cuda:0-8M:fused", "default")
 	if err != nil {
 		panic(err)
 	}

@@ -50,7 +50,8 @@ func TestCompileLaterRulesWin(t *testing.T) {
 		{Allreduce, Device, 4097, Fused},
 		{Allreduce, Device, 256 << 10, Fused},
 		{Allreduce, Device, 256<<10 + 1, Fused}, // the default's fused range continues
-		{Allreduce, Device, 4<<20 + 1, NCCL},
+		{Allreduce, Device, 8 << 20, Fused},
+		{Allreduce, Device, 8<<20 + 1, NCCL},
 		{Allreduce, Device, math.MaxUint64, NCCL},
 		{Allreduce, Host, 8, MPI},
 		{Alltoall, Device, 1 << 20, MPI},
@@ -119,7 +120,7 @@ func TestShapeAndDtypeConditions(t *testing.T) {
 	}{
 		{Shape{2, 1, 2}, Allreduce, DFloat, 8, Fused},         // one node, 2 ranks
 		{Shape{16, 1, 16}, Allreduce, DFloat, 8, Fused},       // the default's fused range still applies
-		{Shape{16, 1, 16}, Allreduce, DFloat, 5 << 20, NCCL},  // above it: NCCL
+		{Shape{16, 1, 16}, Allreduce, DFloat, 9 << 20, NCCL},  // above it: NCCL
 		{Shape{4, 2, 2}, Allreduce, DFloat, 8, Fused},         // the ranks rule is later than the nodes rule
 		{Shape{16, 2, 8}, Allreduce, DFloat, 2 << 20, Staged}, // two nodes, beyond the fused range
 		{Shape{32, 4, 8}, Allreduce, DFloat, 64, Staged},      // 32 ranks: the ranks rule does not hold

@@ -57,7 +57,8 @@ func TestSourceLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"}} {
+	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"},
+		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}} {
 		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
 			t.Errorf("kernels.cu and capi/fused.c disagree on %q", pair[0])
 		}

@@ -1,15 +1,24 @@
-// collmux fused kernels: one launch copies this rank's input into its
+// collmux fused kernels: one kernel copies this rank's input into its
 // workspace (shared with the peers through CUDA IPC), signals the peers,
 // waits for theirs, and reads/reduces straight from their workspaces over
 // NVLink. Compiled at run time with NVRTC (no CUDA toolchain at build time).
 //
+// The kernel is resident: it stays on the GPU between calls and takes each
+// job from a doorbell in host memory that the CPU writes with plain stores,
+// so a call costs no kernel launch. After COLLMUX_FUSED_LINGER without a
+// job it exits, and the next call launches it again.
+//
 // Workspace of each rank: two data slots (alternating calls, so one
 // barrier per call suffices: a peer can only write a slot again after
-// every rank passed the next call's barrier, i.e. finished reading it)
-// followed by flags[CMX_MAX_BLOCKS][CMX_MAX_RANKS], written by peers.
+// every rank passed the next call's barrier, i.e. finished reading it),
+// then flags[CMX_MAX_BLOCKS][CMX_MAX_RANKS], written by peers, the rank's
+// own Ctl, a word for the set-up probe, and two LL areas (alternating
+// calls) of CMX_LL_SLOT per source rank, written by peers.
 
 #define CMX_MAX_RANKS 8
 #define CMX_MAX_BLOCKS 64
+#define CMX_LL_MAX (256 << 10)       // largest all-reduce sent LL
+#define CMX_LL_SLOT (2 * CMX_LL_MAX) // one source rank's LL lines
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -17,6 +26,7 @@ typedef unsigned int u32;
 struct Peers {
 	char *buf[CMX_MAX_RANKS];  // each rank's data slot for this call
 	u32 *flags[CMX_MAX_RANKS]; // each rank's flag array
+	char *ll[CMX_MAX_RANKS];   // each rank's LL area for this call: CMX_LL_SLOT per source rank
 };
 
 struct Call {
@@ -42,25 +52,29 @@ __device__ __forceinline__ u32 ld_relaxed(const u32 *p)
 	asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
 }
+__device__ __forceinline__ u32 ld_acquire(const u32 *p)
+{
+	u32 v;
+	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
 
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
 // fires). Blocks touch the same index ranges on every rank, so this
-// per-block barrier is all the ordering a call needs. One system fence
-// publishes the block's writes; polling is relaxed, with one acquire fence
-// once every peer has arrived.
+// per-block barrier is all the ordering a call needs. The block barrier
+// then a system-scope release publishes every thread's writes (release is
+// cumulative), and the acquire polls order the reads that follow: no
+// separate fences, each of which costs about a microsecond.
 __device__ void barrier(const Peers &P, const Call &C)
 {
-	__syncthreads();
-	if (threadIdx.x == 0)
-		__threadfence_system();
 	__syncthreads();
 	const int b = blockIdx.x, p = threadIdx.x;
 	if (p < C.n) {
 		st_release(P.flags[p] + b * CMX_MAX_RANKS + C.me, C.epoch);
 		const u32 *f = P.flags[C.me] + b * CMX_MAX_RANKS + p;
 		u64 t0 = 0;
-		for (unsigned spins = 0; (int)(ld_relaxed(f) - C.epoch) < 0; spins++) {
+		for (unsigned spins = 0; (int)(ld_acquire(f) - C.epoch) < 0; spins++) {
 			if ((spins & 1023) == 0) { // the clock is read rarely: it is slow
 				u64 t = now_ns();
 				if (!t0)
@@ -71,16 +85,15 @@ __device__ void barrier(const Peers &P, const Call &C)
 				}
 			}
 		}
-		asm volatile("fence.acq_rel.sys;" ::: "memory");
 	}
 	__syncthreads();
 }
 
-// the byte range [lo, hi) of an n-byte buffer that block b handles, in
-// 16-byte units so that vector copies stay aligned
-__device__ __forceinline__ void my_range(u64 n, u64 *lo, u64 *hi)
+// the byte range [lo, hi) of an n-byte buffer that block b of the nb
+// working on a job handles, in 16-byte units so vector copies stay aligned
+__device__ __forceinline__ void my_range(u64 n, u32 nb, u64 *lo, u64 *hi)
 {
-	u64 units = (n + 15) / 16, per = (units + gridDim.x - 1) / gridDim.x;
+	u64 units = (n + 15) / 16, per = (units + nb - 1) / nb;
 	*lo = min(n, (u64)blockIdx.x * per * 16);
 	*hi = min(n, *lo + per * 16);
 }
@@ -100,10 +113,10 @@ __device__ void copy(char *dst, const char *src, u64 lo, u64 hi)
 // ---- data movement: allgather, bcast, alltoall (blk bytes per rank) ----
 enum { MOVE_ALLGATHER, MOVE_BCAST, MOVE_ALLTOALL };
 
-extern "C" __global__ void cmx_move(Peers P, Call C, const char *in, char *out, u64 blk, int mode)
+__device__ void move(const Peers &P, const Call &C, const char *in, char *out, u64 blk, int mode, u32 nb)
 {
 	u64 lo, hi;
-	my_range(blk, &lo, &hi);
+	my_range(blk, nb, &lo, &hi);
 	char *mine = P.buf[C.me];
 	if (mode == MOVE_ALLTOALL)
 		for (int j = 0; j < C.n; j++)
@@ -180,11 +193,11 @@ template <typename T, typename R> __device__ __forceinline__ uint4 reduce16(cons
 	return acc.v;
 }
 
-template <typename T, typename R> __device__ void allreduce(const Peers &P, const Call &C, const char *in, char *out, u64 count)
+template <typename T, typename R> __device__ void allreduce(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
 {
 	u64 lo, hi;
 	const u64 bytes = count * sizeof(T);
-	my_range(bytes, &lo, &hi);
+	my_range(bytes, nb, &lo, &hi);
 	copy(P.buf[C.me], in, lo, hi);
 	barrier(P, C);
 	// reduce in rank order (0, 1, ..., n-1) so that every rank gets the
@@ -203,17 +216,235 @@ template <typename T, typename R> __device__ void allreduce(const Peers &P, cons
 	}
 }
 
-#define AR(name, T, R)                                                                                   \
-	extern "C" __global__ void cmx_allreduce_##name(Peers P, Call C, const char *in, char *out, u64 count) \
-	{                                                                                                \
-		allreduce<T, R>(P, C, in, out, count);                                                   \
+// ---- all-reduce of small messages: the LL (low-latency) protocol ----
+// Each rank stores its input straight into every peer's LL area, 8 bytes
+// of data per 16-byte line with the job's number beside each half, and
+// the reader polls the lines themselves: no flags, no fences, no round
+// trip, one NVLink crossing. The host sends only 8-byte-aligned buffers of
+// a multiple of 8 bytes this way. Job numbers are never 0, so a line never
+// written cannot pass for one.
+__device__ __forceinline__ uint4 ld_volatile16(const void *p)
+{
+	uint4 v;
+	asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	return v;
+}
+__device__ __forceinline__ void st_ll(char *p, uint2 d, u32 seq)
+{
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(seq), "r"(d.y), "r"(seq) : "memory");
+}
+// one line from rank `from`; after a timeout (err bit set) the thread
+// stops waiting for its later lines too
+__device__ uint2 ld_ll(const char *p, const Call &C, int from, bool *gave_up)
+{
+	u64 t0 = 0;
+	for (unsigned spins = 0; !*gave_up; spins++) {
+		uint4 v = ld_volatile16(p);
+		if (v.y == C.epoch && v.w == C.epoch)
+			return make_uint2(v.x, v.z);
+		if ((spins & 1023) == 0) {
+			u64 t = now_ns();
+			if (!t0)
+				t0 = t;
+			else if (t - t0 > C.timeout_ns) {
+				atomicOr(C.err, 1u << from);
+				*gave_up = true;
+			}
+		}
 	}
-#define AR3(name, T) AR(name##_sum, T, Sum<T>) AR(name##_min, T, Min<T>) AR(name##_max, T, Max<T>)
-AR3(f32, float)
-AR3(f64, double)
-AR3(i32, int)
-AR3(u32, unsigned)
-AR3(i64, long long)
-AR3(u64, unsigned long long)
-AR(f16_sum, f16, Half<Sum>) AR(f16_min, f16, Half<Min>) AR(f16_max, f16, Half<Max>)
-AR(bf16_sum, bf16, Half<Sum>) AR(bf16_min, bf16, Half<Min>) AR(bf16_max, bf16, Half<Max>)
+	return make_uint2(0, 0);
+}
+
+template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
+{
+	u64 lo, hi;
+	my_range(count * sizeof(T), nb, &lo, &hi);
+	const uint2 *src = (const uint2 *)in;
+	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
+		const uint2 d = src[i];
+		for (int p = 0; p < C.n; p++)
+			if (p != C.me)
+				st_ll(P.ll[p] + C.me * CMX_LL_SLOT + i * 16, d, C.epoch);
+	}
+	bool gave_up = false;
+	// rank order (0, 1, ..., n-1), as in allreduce: the same bits everywhere
+	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
+		union {
+			uint2 v;
+			T e[8 / sizeof(T)];
+		} acc, x;
+		for (int p = 0; p < C.n; p++) {
+			x.v = p == C.me ? src[i] : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
+			if (p == 0)
+				acc.v = x.v;
+			else
+#pragma unroll
+				for (int k = 0; k < 8 / (int)sizeof(T); k++)
+					acc.e[k] = R::f(acc.e[k], x.e[k]);
+		}
+		((uint2 *)out)[i] = acc.v;
+	}
+}
+
+// ---- the resident kernel ----
+
+// A job as the host rings it: three 16-byte chunks in one host cache line,
+// each led by the job's sequence number. The device reads each chunk in one
+// load; when all three carry the new number, the job is whole.
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10 };
+struct Bell {
+	u32 seq_a, code; // code: JOB_* [| JOB_LL] | (type*3+op or move mode) << 8
+	u64 in;
+	u32 seq_b, nb;   // blocks that work on the job (the others skip it)
+	u64 out;
+	u32 seq_c, root;
+	u64 n;           // elements (all-reduce) or bytes per rank (moves)
+	u32 pad[4];
+	// the next cache line is written by the device
+	u32 done;   // the last job finished
+	u32 exited; // the launch id of an instance that stopped for want of jobs
+	u32 err;    // watchdog: bit p set when rank p did not arrive in time
+	u32 pad2[13];
+};
+struct Job {
+	u32 seq, code, nb, root;
+	u64 in, out, n;
+};
+// this rank's own control words, in its workspace after the flags
+struct Ctl {
+	u32 go;    // the job all blocks work on, published by block 0
+	u32 quit;  // the launch id of an instance that is stopping
+	u32 count; // blocks done with the current job
+	u32 pad;
+	Job job;
+};
+struct Ring {
+	char *ws[CMX_MAX_RANKS]; // every rank's workspace, mapped here
+	Bell *bell;              // host-mapped
+	Ctl *ctl;
+	u64 slot, ll_off, timeout_ns, linger_ns;
+	int n, me;
+	u32 launch, last; // this instance's id; the job finished before it started
+};
+
+// job numbers run 1, 2, ..., 0xffffffff, 1, ...: never 0 (see LL)
+__device__ __forceinline__ u32 next_seq(u32 s) { return s + 1 ? s + 1 : 1; }
+
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32 *p)
+{
+	u32 v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+__device__ __forceinline__ void st_release_gpu(u32 *p, u32 v)
+{
+	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Block 0 waits for the job after `last` at the doorbell and publishes it to the other
+// blocks; after linger_ns without one it stops the instance instead (and
+// says so at the doorbell, so the host launches a new one). 0: stop.
+__device__ int take_job(const Ring &R, u32 last, Job *J)
+{
+	const u32 want = next_seq(last);
+	const u64 t0 = now_ns();
+	for (unsigned spins = 1;; spins++) {
+		// three independent loads in flight at once: one PCIe round trip
+		uint4 a = ld_volatile16(&R.bell->seq_a), b = ld_volatile16(&R.bell->seq_b), c = ld_volatile16(&R.bell->seq_c);
+		if (a.x == want && b.x == want && c.x == want) {
+			asm volatile("fence.acq_rel.sys;" ::: "memory");
+			J->seq = want, J->code = a.y, J->in = a.z | (u64)a.w << 32;
+			J->nb = b.y, J->out = b.z | (u64)b.w << 32;
+			J->root = c.y, J->n = c.z | (u64)c.w << 32;
+			R.ctl->job = *J;
+			st_release_gpu(&R.ctl->go, want);
+			return 1;
+		}
+		if ((spins % 32 == 0 || !R.linger_ns) && now_ns() - t0 > R.linger_ns) { // the clock is slow to read
+			st_release_gpu(&R.ctl->quit, R.launch);
+			st_release(&R.bell->exited, R.launch);
+			return 0;
+		}
+	}
+}
+
+// the other blocks wait for block 0 to publish the next job, or to stop
+__device__ int follow_job(const Ring &R, u32 last, Job *J)
+{
+	for (;;) {
+		if (ld_acquire_gpu(&R.ctl->go) == next_seq(last)) {
+			*J = R.ctl->job; // ordered by the acquire
+			return 1;
+		}
+		if (ld_relaxed(&R.ctl->quit) == R.launch)
+			return 0;
+		__nanosleep(64);
+	}
+}
+
+#define AR(T, OP) (ll ? allreduce_ll<T, OP>(P, C, in, out, J.n, J.nb) : allreduce<T, OP>(P, C, in, out, J.n, J.nb))
+#define AR_CASES(t, T, S, MI, MA)        \
+	case 3 * t: AR(T, S); break;     \
+	case 3 * t + 1: AR(T, MI); break; \
+	case 3 * t + 2: AR(T, MA); break;
+#define PLAIN(t, T) AR_CASES(t, T, Sum<T>, Min<T>, Max<T>)
+#define HALF(t, T) AR_CASES(t, T, Half<Sum>, Half<Min>, Half<Max>)
+
+// one job, by one of the J.nb blocks working on it
+__device__ void run(const Ring &R, const Job &J)
+{
+	Peers P;
+	for (int p = 0; p < R.n; p++) {
+		P.buf[p] = R.ws[p] + (J.seq & 1) * R.slot;
+		P.flags[p] = (u32 *)(R.ws[p] + 2 * R.slot);
+		P.ll[p] = R.ws[p] + R.ll_off + (J.seq & 1) * CMX_MAX_RANKS * CMX_LL_SLOT;
+	}
+	Call C = {R.n, R.me, (int)J.root, J.seq, R.timeout_ns, &R.bell->err};
+	const char *in = (const char *)J.in;
+	char *out = (char *)J.out;
+	const bool ll = J.code & JOB_LL;
+	if ((J.code & 0xf) == JOB_MOVE) {
+		move(P, C, in, out, J.n, J.code >> 8, J.nb);
+		return;
+	}
+	switch (J.code >> 8) { // type * 3 + op, types in the order of capi/fused.c
+		PLAIN(0, float) PLAIN(1, double) PLAIN(2, int) PLAIN(3, unsigned)
+		PLAIN(4, long long) PLAIN(5, unsigned long long) HALF(6, f16) HALF(7, bf16)
+	}
+}
+
+// 512 threads a block (capi/fused.c launches it so): registers are capped to fit
+extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
+{
+	__shared__ Job Js;
+	__shared__ int live;
+	for (u32 last = R.last;;) {
+		if (threadIdx.x == 0)
+			live = blockIdx.x == 0 ? take_job(R, last, &Js) : follow_job(R, last, &Js);
+		__syncthreads();
+		if (!live)
+			return;
+		const Job J = Js; // thread 0 may overwrite Js once this job is done
+		if ((J.code & 0xf) != JOB_EXIT && blockIdx.x < J.nb)
+			run(R, J);
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			// block 0 tells the host once every block has counted (so none
+			// can fall a job behind), and before it may stop the instance:
+			// the host reads "done" before it believes "exited". The
+			// output is local, so the blocks release it at GPU scope, and
+			// block 0's system-scope release of "done" carries it on.
+			if (blockIdx.x) {
+				asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&R.ctl->count) : "memory");
+			} else {
+				while (ld_acquire_gpu(&R.ctl->count) != gridDim.x - 1)
+					;
+				R.ctl->count = 0;
+				st_release(&R.bell->done, J.seq);
+			}
+		}
+		if ((J.code & 0xf) == JOB_EXIT)
+			return;
+		last = J.seq;
+	}
+}

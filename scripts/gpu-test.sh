@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite, run on the GPU machine from a libcollmux.so built elsewhere
 # (build/ carried along): device-buffer correctness on every collective
-# against the native host results, COLLMUX_CHECK, mpi4py with CuPy and
-# PyTorch, and the benchmark against NCCL. Everything lands in $OUT.
+# against the native host results, the fused kernels' edge cases,
+# COLLMUX_CHECK, the watchdog, mpi4py with CuPy and PyTorch, and the
+# benchmark against NCCL. Everything lands in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/collmux-gpu}
@@ -38,7 +39,8 @@ mpicc -O1 -o $B/colltest tests/c/colltest.c
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/colltest_cuda tests/c/colltest.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
-mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl
+mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
+mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 set +x
 
 for np in $(seq 1 "$NGPU"); do
@@ -58,6 +60,18 @@ for np in $(seq 1 "$NGPU"); do
   cmp -s $B/host.$np $B/fus.$np || { grep -v '^\[' $B/fus.$np.err | head -20; diff $B/host.$np $B/fus.$np | head; }
   f=$(calls $B/f.$np.json fused); echo "  fused $f calls ($(grep -m1 'fused' $B/fus.$np.err))"
   [ "$f" -gt 0 ] || [ "$np" = 1 -a "$f" -ge 0 ]; result $? "statistics show fused calls, $np ranks"
+  # COLLMUX_FUSED_LINGER=0: the resident kernel stops after every job, so
+  # every call races its stop against the next doorbell and relaunches
+  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_LINGER=0 $B/colltest_cuda > $B/fus0.$np 2> $B/fus0.$np.err
+  cmp -s $B/host.$np $B/fus0.$np; result $? "colltest on device buffers, $np ranks, fused, resident kernel relaunched for every call"
+done
+
+for linger in 200 0; do
+  run "$NGPU" "${X[@]}" -x COLLMUX_FUSED_LINGER=$linger -x COLLMUX_STATS=$B/e.$linger.json $B/edges > $B/edges.$linger 2>&1
+  rc=$?
+  grep -q "0 failures" $B/edges.$linger && [ $rc = 0 ] && [ "$(calls $B/e.$linger.json fused)" -gt 0 -o "$NGPU" = 1 ]
+  result $? "fused edges (offsets 0/1/4/8 B, odd counts, LL limit, in place, two communicators from two threads), linger $linger: $(grep '^edges' $B/edges.$linger)"
+  grep -q "0 failures" $B/edges.$linger || grep -v '^\[' $B/edges.$linger | head -12
 done
 
 if [ "$NGPU" -ge 2 ]; then
@@ -86,10 +100,10 @@ echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
 
 if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu && $B/launch_floor | tee "$OUT/launch-floor.txt"
-  run "$NGPU" "${X[@]}" $B/gpu_bench > "$OUT/bench_collmux.csv" 2> $B/bench.err || tail $B/bench.err
-  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/gpu_bench $((64 << 20)) staged > "$OUT/bench_staged.csv" 2>> $B/bench.err || tail $B/bench.err
-  run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' $B/gpu_bench $((8 << 20)) fused > "$OUT/bench_fused.csv" 2>> $B/bench.err || tail $B/bench.err
-  python3 bench/gpu_report.py "$OUT/bench_collmux.csv" "$OUT/bench_staged.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" "$OUT/bench_fused.csv" > /dev/null
+  # one run: NCCL directly, the default policy, staged and fused alone
+  timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
+    fused="*:cuda:*:fused@$((8 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
+  python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi
 [ "$FAIL" = 0 ]

@@ -51,6 +51,44 @@ func TestTuneFromRecordedSweeps(t *testing.T) {
 	}
 }
 
+// The sweep measures every backend in one gpu_bench run, each up to its
+// own limit; the progress bar expects exactly the lines gpu_bench prints.
+func TestSweepPolicies(t *testing.T) {
+	cases := []struct {
+		backends           []string
+		max, staged, fused string
+		wantMax            uint64
+		wantPolicies       []string
+		wantLines          int
+		wantErr            string
+	}{
+		{backends: []string{"nccl"}, max: "64", staged: "64", fused: "64", wantMax: 64,
+			wantPolicies: []string{"via-nccl=*:cuda:*:nccl@64"}, wantLines: 1 + 4*5*2}, // sizes 8..64
+		{backends: []string{"nccl", "fused", "staged"}, max: "1K", staged: "16", fused: "256", wantMax: 1024,
+			wantPolicies: []string{"via-nccl=*:cuda:*:nccl@1024", "via-fused=*:cuda:*:fused@256", "via-staged=*:cuda:*:staged@16"},
+			// 8 sizes (8..1K): NCCL direct and nccl at each, fused at 6, staged at 2
+			wantLines: 1 + 5*(8+8+6+2)},
+		{backends: []string{"warp"}, max: "1K", staged: "1K", fused: "1K", wantErr: "warp"},
+		{backends: []string{"nccl"}, max: "lots", staged: "1K", fused: "1K", wantErr: "lots"},
+	}
+	for _, tc := range cases {
+		o := tuneOpts{backends: tc.backends, maxBytes: tc.max, stgMax: tc.staged, fusedMax: tc.fused}
+		max, pol, err := sweepPolicies(o)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: error %v, want one naming %q", tc.backends, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || max != tc.wantMax || strings.Join(pol, " ") != strings.Join(tc.wantPolicies, " ") {
+			t.Errorf("%v: got %d %v %v, want %d %v", tc.backends, max, pol, err, tc.wantMax, tc.wantPolicies)
+		}
+		if got := expectedLines(max, pol); got != tc.wantLines {
+			t.Errorf("%v: expectedLines %d, want %d", tc.backends, got, tc.wantLines)
+		}
+	}
+}
+
 func TestTopoJSON(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(execute(t, "topo", "--json")), &m); err != nil {
@@ -65,11 +103,11 @@ func TestRoutes(t *testing.T) {
 	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl#alltoall:cuda:*:staged:nodes=2-8:dtype=int")
 	out := execute(t, "routes", "--ranks", "8", "--nodes", "2")
 	for _, want := range []string{
-		`allreduce\s+cuda\s+\*\s+0-4M\s+fused\s+"allreduce:cuda:0-4M:fused" from default`,
-		`allreduce\s+cuda\s+\*\s+4M\+1-inf\s+nccl`,
+		`allreduce\s+cuda\s+\*\s+0-8M\s+fused\s+"allreduce:cuda:0-8M:fused" from default`,
+		`allreduce\s+cuda\s+\*\s+8M\+1-inf\s+nccl`,
 		`scan\s+cuda\s+\*\s+0-inf\s+nccl\s+"scan:cuda:\*:nccl" from COLLMUX_RULES`,
 		`alltoall\s+cuda\s+int\s+0-inf\s+staged`,
-		`alltoall\s+cuda\s+float\s+0-4M\s+fused`,
+		`alltoall\s+cuda\s+float\s+0-8M\s+fused`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("routes output lacks %q:\n%s", want, out)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,8 +145,9 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	return nil
 }
 
-// sweep runs gpu_bench once per backend, with a progress bar fed by the
-// benchmark's output lines.
+// sweep runs gpu_bench once, with every backend as a policy measured in
+// turn at each size (so that they compare within one run, not across runs),
+// and a progress bar fed by the benchmark's output lines.
 func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 	if o.bench == "" {
 		return nil, fmt.Errorf("--bench is required to measure (or give --from-csv)")
@@ -161,66 +163,86 @@ func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	var all []tune.Sample
-	for _, b := range o.backends {
-		max := o.maxBytes
-		switch b {
-		case "staged":
-			max = o.stgMax
-		case "fused":
-			max = o.fusedMax
-		}
-		maxB, err := dispatch.ParseRules("*:*:0-"+max+":mpi", "--max-bytes")
-		if err != nil {
-			return nil, err
-		}
-		lines := expectedLines(maxB[0].Hi)
-		bar := progressbar.NewOptions(lines, progressbar.OptionSetWriter(log), progressbar.OptionSetDescription("measuring "+b),
-			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
-		args := []string{"-np", fmt.Sprint(np), "-x", "LD_PRELOAD=" + lib, "-x", "COLLMUX_RULES=*:cuda:*:" + b,
-			"-x", "NCCL_NVLS_ENABLE=0", o.bench, fmt.Sprint(maxB[0].Hi), "via-" + b}
-		cmd := exec.Command(o.mpirun, args...)
-		cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		var csv bytes.Buffer
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			csv.WriteString(sc.Text() + "\n")
-			bar.Add(1)
-		}
-		if err := cmd.Wait(); err != nil {
-			return nil, fmt.Errorf("%s %s: %v\n%s", o.mpirun, strings.Join(args, " "), err, errb.String())
-		}
-		bar.Finish()
-		s, err := tune.ReadCSV(&csv, func(p string) string {
-			if p == "via-"+b {
-				return b
-			}
-			return ""
-		})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(log, "%s: %d measurements\n", b, len(s))
-		all = append(all, s...)
+	maxBytes, policies, err := sweepPolicies(o)
+	if err != nil {
+		return nil, err
 	}
-	return all, nil
+	args := append([]string{"-np", fmt.Sprint(np), "-x", "LD_PRELOAD=" + lib, "-x", "NCCL_NVLS_ENABLE=0", o.bench, fmt.Sprint(maxBytes)}, policies...)
+	bar := progressbar.NewOptions(expectedLines(maxBytes, policies), progressbar.OptionSetWriter(log),
+		progressbar.OptionSetDescription("measuring "+strings.Join(o.backends, ", ")), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	cmd := exec.Command(o.mpirun, args...)
+	cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	var csv bytes.Buffer
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		csv.WriteString(sc.Text() + "\n")
+		bar.Add(1)
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("%s %s: %v\n%s", o.mpirun, strings.Join(args, " "), err, errb.String())
+	}
+	bar.Finish()
+	s, err := tune.ReadCSV(&csv, func(p string) string {
+		b, _ := strings.CutPrefix(p, "via-")
+		if b == p {
+			return "" // NCCL called directly: not a collmux backend
+		}
+		return b
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%d measurements\n", len(s))
+	return s, nil
 }
 
-// expectedLines is how many CSV lines gpu_bench prints up to max bytes:
-// a header, then for 5 collectives and sizes 8, 16, ... two paths each.
-func expectedLines(max uint64) int {
-	n := 0
-	for b := uint64(8); b <= max; b *= 2 {
-		n++
+// sweepPolicies turns the backends into gpu_bench policies
+// (via-B=*:cuda:*:B@max), each up to its size limit, and the largest size.
+func sweepPolicies(o tuneOpts) (uint64, []string, error) {
+	var top uint64
+	var policies []string
+	for _, b := range o.backends {
+		if _, ok := dispatch.ParseBackend(b); !ok {
+			return 0, nil, fmt.Errorf("--backends: unknown backend %q", b)
+		}
+		lim := o.maxBytes
+		switch b {
+		case "staged":
+			lim = o.stgMax
+		case "fused":
+			lim = o.fusedMax
+		}
+		r, err := dispatch.ParseRules("*:*:0-"+lim+":mpi", "--max-bytes")
+		if err != nil {
+			return 0, nil, err
+		}
+		top = max(top, r[0].Hi)
+		policies = append(policies, fmt.Sprintf("via-%s=*:cuda:*:%s@%d", b, b, r[0].Hi))
 	}
-	return 1 + 5*n*2
+	return top, policies, nil
+}
+
+// expectedLines is how many CSV lines gpu_bench prints: a header, then for
+// 5 collectives and sizes 8, 16, ... up to max, NCCL's line and one per
+// policy that reaches that size.
+func expectedLines(max uint64, policies []string) int {
+	n := 1
+	for b := uint64(8); b <= max; b *= 2 {
+		n += 5
+		for _, p := range policies {
+			if pmax, err := strconv.ParseUint(p[strings.LastIndexByte(p, '@')+1:], 10, 64); err == nil && b <= pmax {
+				n += 5
+			}
+		}
+	}
+	return n
 }
