@@ -129,6 +129,7 @@ typedef struct {
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: fused calls wait for the legacy default stream */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
+	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */
 	char nccl_lib[256];
 } cmx_config;
 
@@ -200,6 +201,7 @@ typedef struct cmx_comm {
 	cmx_route_table_t *routes; /* compiled for this communicator's shape */
 	unsigned routes_gen;       /* cmx_routes_gen when routes was set */
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
+	int nvlink;                /* the least NVLink class of its nodes (nvlink.Class); -1: not learnt */
 } cmx_comm;
 extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force change */
 int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */

@@ -22,24 +22,31 @@ int cmx_live_comms;
  * MPI_* calls; those must go straight to MPI. */
 static __thread int depth;
 
-/* Routes for a communicator's shape (ranks, nodes, most ranks on a node),
- * learnt with one allgather when the communicator is first used. All
- * ranks reach this in the same collective call. */
+/* Routes for a communicator's shape (ranks, nodes, most ranks on a node,
+ * and, if rules ask, the least NVLink class of its nodes), learnt with one
+ * allgather when the communicator is first used. All ranks reach this in
+ * the same collective call. */
 static int shape_routes(cmx_comm *c)
 {
-	char me[64], *all = malloc(64 * (size_t)c->size);
+	typedef struct {
+		char host[64];
+		int nvlink;
+	} rec;
+	rec me, *all = malloc(sizeof(rec) * (size_t)c->size);
 	if (!all)
 		return 0;
-	cmx_node_name(c->rank, c->size, me, sizeof me);
-	if (cmx_px.Allgather(me, 64, cmx_abi.byte, all, 64, cmx_abi.byte, c->handle) != 0) {
+	memset(&me, 0, sizeof me);
+	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+	me.nvlink = cmx_cfg.nvlink_rules ? collmux_go_node_nvlink() : -1;
+	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
 		free(all);
 		return 0;
 	}
-	int nodes = 0, rpn = 0;
+	int nodes = 0, rpn = 0, nvlink = me.nvlink;
 	for (int i = 0; i < c->size; i++) {
 		int first = 1, here = 0;
 		for (int j = 0; j < c->size; j++) {
-			if (strcmp(all + 64 * i, all + 64 * j) == 0) {
+			if (strcmp(all[i].host, all[j].host) == 0) {
 				here++;
 				if (j < i)
 					first = 0;
@@ -47,10 +54,11 @@ static int shape_routes(cmx_comm *c)
 		}
 		nodes += first;
 		rpn = here > rpn ? here : rpn;
+		nvlink = all[i].nvlink < nvlink ? all[i].nvlink : nvlink;
 	}
 	free(all);
-	c->nodes = nodes, c->rpn = rpn;
-	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, nodes, rpn);
+	c->nodes = nodes, c->rpn = rpn, c->nvlink = nvlink;
+	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, nodes, rpn, nvlink < 0 ? 0 : nvlink);
 	return c->routes != NULL;
 }
 
@@ -61,8 +69,8 @@ static void refresh_routes(cmx_comm *c)
 	unsigned gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (!cmx_cfg.shape_rules || c->inter)
 		c->routes = &cmx_route_table;
-	else if (c->nodes)
-		c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn);
+	else if (c->nodes && (c->nvlink >= 0 || !cmx_cfg.nvlink_rules))
+		c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
 	else if (!shape_routes(c))
 		c->routes = &cmx_route_table;
 	c->routes_gen = gen;
@@ -86,6 +94,7 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	cmx_px.Comm_rank(comm, &c->rank);
 	cmx_px.Comm_test_inter(comm, &c->inter);
 	c->routes = &cmx_route_table;
+	c->nvlink = -1;
 	c->routes_gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (cmx_cfg.shape_rules && !c->inter && !shape_routes(c)) {
 		free(c);

@@ -251,7 +251,7 @@ static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, u
 static void stop(struct cmx_fused *f)
 {
 	if (f->running && __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) != f->launch)
-		ring(f, JOB_EXIT, NULL, NULL, 0, 0, 0);
+		ring(f, JOB_EXIT, NULL, NULL, 0, 0, GRID); /* every block stops */
 	cmx_cuda_sync(f->stream);
 	f->running = 0;
 }

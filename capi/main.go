@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -24,6 +25,7 @@ import (
 	"collmux/internal/units"
 	"collmux/mpi"
 	"collmux/stats"
+	"collmux/topo/nvlink"
 )
 
 //go:generate go run ../internal/genwrap -root ..
@@ -95,6 +97,7 @@ func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
 	shapeTables = map[dispatch.Shape]*C.cmx_routes{} // older tables stay valid for comms still holding them
 	cfg.rules_hash = C.uint32_t(dispatch.RulesHash(rules))
 	cfg.shape_rules = boolC(dispatch.ShapeDependent(rules))
+	cfg.nvlink_rules = boolC(slices.ContainsFunc(rules, func(r dispatch.Rule) bool { return r.Cond.NVLinks != 0 }))
 	fillRoutes(table, dispatch.Compile(rules, dispatch.Shape{}))
 }
 
@@ -158,8 +161,8 @@ var (
 // once per distinct shape; the tables live as long as the process.
 //
 //export collmux_go_routes_for
-func collmux_go_routes_for(ranks, nodes, rpn C.int) *C.cmx_routes {
-	shape := dispatch.Shape{Ranks: int(ranks), Nodes: int(nodes), RanksPerNode: int(rpn)}
+func collmux_go_routes_for(ranks, nodes, rpn, nvl C.int) *C.cmx_routes {
+	shape := dispatch.Shape{Ranks: int(ranks), Nodes: int(nodes), RanksPerNode: int(rpn), NVLink: nvlink.Class(nvl)}
 	shapeMu.Lock()
 	defer shapeMu.Unlock()
 	if t, ok := shapeTables[shape]; ok {

@@ -14,6 +14,7 @@ import "C"
 
 import (
 	"errors"
+	"sync"
 
 	"collmux/topo/nvlink"
 )
@@ -75,12 +76,21 @@ func (cNVML) NVLinkPeers(i, j int) (bool, error) {
 	return false, errNVML
 }
 
-// systemGPUKey is this machine's GPU key, read through NVML when the
-// driver has it.
-func systemGPUKey() string {
+// systemNode is this node's GPUs and NVLinks, read through NVML (when the
+// driver has it) the first time it is needed.
+var systemNode = sync.OnceValue(func() nvlink.Node {
 	if C.cmx_nvml_open() == 0 {
-		return nvlink.Read(nil).Key()
+		return nvlink.Read(nil)
 	}
 	defer C.cmx_nvml_close()
-	return nvlink.Read(cNVML{}).Key()
-}
+	return nvlink.Read(cNVML{})
+})
+
+// systemGPUKey is this machine's GPU key.
+func systemGPUKey() string { return systemNode().Key() }
+
+// collmux_go_node_nvlink is this node's NVLink class (nvlink.Class), for
+// rules with an nvlink condition.
+//
+//export collmux_go_node_nvlink
+func collmux_go_node_nvlink() C.int { return C.int(systemNode().Class()) }

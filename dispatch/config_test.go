@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"collmux/topo/nvlink"
 	"collmux/tune"
 )
 
@@ -95,7 +96,7 @@ func TestTuningTable(t *testing.T) {
 	if err != nil || c.Tuning != good {
 		t.Fatalf("%v, tuning %q", err, c.Tuning)
 	}
-	rt := Compile(c.Rules, Shape{2, 1, 2})
+	rt := Compile(c.Rules, Shape{2, 1, 2, nvlink.None})
 	if r := rt.Pick(Allreduce, Device, DFloat, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
 		t.Errorf("1 MiB allreduce: %v from %s", r.Backend, c.Rules[r.Rule].Source)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"collmux/internal/units"
+	"collmux/topo/nvlink"
 )
 
 // Rule sends the calls it matches to a backend. Coll and Mem of -1 match
@@ -24,8 +25,12 @@ type Rule struct {
 }
 
 // Shape is what a communicator looks like to rules: its ranks, the nodes
-// they span, and the most ranks any one node holds.
-type Shape struct{ Ranks, Nodes, RanksPerNode int }
+// they span, the most ranks any one node holds, and how far NVLink joins
+// the GPUs of its nodes (the least of them).
+type Shape struct {
+	Ranks, Nodes, RanksPerNode int
+	NVLink                     nvlink.Class
+}
 
 // DClass is the class of a call's datatype; values match CMX_DCLASS_*.
 type DClass int
@@ -46,16 +51,18 @@ func (d DClass) String() string { return enumString(d, dclassNames[:], "dclass")
 type Cond struct {
 	Ranks, Nodes, RanksPerNode [2]int // inclusive bounds; {0, 0} matches any
 	DClasses                   uint8  // bit per DClass; 0 matches any
+	NVLinks                    uint8  // bit per nvlink.Class; 0 matches any
 }
 
 // ShapeDependent reports whether the rule looks at communicator shape.
 func (c Cond) ShapeDependent() bool {
-	return c.Ranks != [2]int{} || c.Nodes != [2]int{} || c.RanksPerNode != [2]int{}
+	return c.Ranks != [2]int{} || c.Nodes != [2]int{} || c.RanksPerNode != [2]int{} || c.NVLinks != 0
 }
 
 func (c Cond) holds(s Shape) bool {
 	in := func(b [2]int, v int) bool { return b == [2]int{} || (v >= b[0] && v <= b[1]) }
-	return in(c.Ranks, s.Ranks) && in(c.Nodes, s.Nodes) && in(c.RanksPerNode, s.RanksPerNode)
+	return in(c.Ranks, s.Ranks) && in(c.Nodes, s.Nodes) && in(c.RanksPerNode, s.RanksPerNode) &&
+		(c.NVLinks == 0 || c.NVLinks&(1<<s.NVLink) != 0)
 }
 
 func (c Cond) covers(d DClass) bool { return c.DClasses == 0 || c.DClasses&(1<<d) != 0 }
@@ -64,7 +71,7 @@ func (c Cond) covers(d DClass) bool { return c.DClasses == 0 || c.DClasses&(1<<d
 func parseCond(c *Cond, f string) error {
 	key, val, ok := strings.Cut(f, "=")
 	if !ok {
-		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn or dtype)", f)
+		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn, nvlink or dtype)", f)
 	}
 	var bound *[2]int
 	switch key {
@@ -83,8 +90,17 @@ func parseCond(c *Cond, f string) error {
 			c.DClasses |= 1 << d
 		}
 		return nil
+	case "nvlink":
+		for _, name := range strings.Split(val, ",") {
+			k, ok := enumParse[nvlink.Class](name, nvlink.ClassNames[:])
+			if !ok {
+				return fmt.Errorf("unknown NVLink class %q (want none, partial or full)", name)
+			}
+			c.NVLinks |= 1 << k
+		}
+		return nil
 	default:
-		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn or dtype)", key)
+		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink or dtype)", key)
 	}
 	lo, hi, isRange := strings.Cut(val, "-")
 	if !isRange {
@@ -125,8 +141,9 @@ func DefaultRules() []Rule {
 // coll is a collective name or *, mem is host, cuda, managed, mixed or *,
 // range is lo-hi in bytes with K/M/G suffixes (hi may be inf) or *. The
 // optional conditions are ranks=N[-M], nodes=N[-M], rpn=N[-M] (ranks per
-// node) and dtype=int|float|other[,...]. Any bad token makes the whole
-// string fail, naming the token and source.
+// node), nvlink=none|partial|full[,...] (how far NVLink joins the GPUs of
+// every node the communicator spans) and dtype=int|float|other[,...]. Any
+// bad token makes the whole string fail, naming the token and source.
 func ParseRules(s, source string) ([]Rule, error) {
 	var rules []Rule
 	for _, tok := range strings.Split(s, "#") {

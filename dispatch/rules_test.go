@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"collmux/topo/nvlink"
 )
 
 func TestParseRulesErrors(t *testing.T) {
@@ -13,6 +15,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{"allreduce:cuda:*:fused:ranks=0-8", "bad ranks range"},
 		{"allreduce:cuda:*:fused:ranks=8-2", "bad ranks range"},
 		{"allreduce:cuda:*:fused:gpus=2", `unknown condition "gpus"`},
+		{"allreduce:cuda:*:fused:nvlink=some", `unknown NVLink class "some"`},
 		{"allreduce:cuda:*:fused:dtype=complex", `unknown datatype class "complex"`},
 		{"allredux:cuda:*:nccl", `unknown collective "allredux"`},
 		{"allreduce:gpu:*:nccl", `unknown memory kind "gpu"`},
@@ -36,7 +39,7 @@ func TestCompileLaterRulesWin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := Compile(append(rules, extra...), Shape{2, 1, 2})
+	rt := Compile(append(rules, extra...), Shape{2, 1, 2, nvlink.None})
 	cases := []struct {
 		c     Coll
 		m     Mem
@@ -88,7 +91,7 @@ func FuzzParseRules(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt := Compile(append(DefaultRules(), rules...), Shape{4, 2, 2})
+		rt := Compile(append(DefaultRules(), rules...), Shape{4, 2, 2, nvlink.None})
 		for c := Coll(0); c < NumColl; c++ {
 			for m := Mem(0); m < NumMem; m++ {
 				cell := rt[c][m][DOther]
@@ -103,7 +106,8 @@ func FuzzParseRules(f *testing.F) {
 // Conditions on communicator shape and datatype class select rules per
 // communicator and per call.
 func TestShapeAndDtypeConditions(t *testing.T) {
-	extra, err := ParseRules("allreduce:cuda:*:staged:nodes=2-64#allreduce:cuda:0-1M:fused:ranks=2-8:rpn=2-8#alltoall:cuda:*:staged:dtype=int", "env")
+	extra, err := ParseRules("allreduce:cuda:*:staged:nodes=2-64#allreduce:cuda:0-1M:fused:ranks=2-8:rpn=2-8#alltoall:cuda:*:staged:dtype=int"+
+		"#bcast:cuda:*:staged:nvlink=none#bcast:cuda:0-64K:fused:nvlink=partial,full", "env")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +122,19 @@ func TestShapeAndDtypeConditions(t *testing.T) {
 		bytes uint64
 		want  Backend
 	}{
-		{Shape{2, 1, 2}, Allreduce, DFloat, 8, Fused},         // one node, 2 ranks
-		{Shape{16, 1, 16}, Allreduce, DFloat, 8, Fused},       // the default's fused range still applies
-		{Shape{16, 1, 16}, Allreduce, DFloat, 9 << 20, NCCL},  // above it: NCCL
-		{Shape{4, 2, 2}, Allreduce, DFloat, 8, Fused},         // the ranks rule is later than the nodes rule
-		{Shape{16, 2, 8}, Allreduce, DFloat, 2 << 20, Staged}, // two nodes, beyond the fused range
-		{Shape{32, 4, 8}, Allreduce, DFloat, 64, Staged},      // 32 ranks: the ranks rule does not hold
-		{Shape{2, 1, 2}, Alltoall, DInt, 1 << 30, Staged},     // integer alltoall
-		{Shape{2, 1, 2}, Alltoall, DFloat, 1 << 30, NCCL},     // float alltoall untouched
+		{Shape{2, 1, 2, nvlink.None}, Allreduce, DFloat, 8, Fused},                                     // one node, 2 ranks
+		{Shape{16, 1, 16, nvlink.None}, Allreduce, DFloat, 8, Fused},                                   // the default's fused range still applies
+		{Shape{16, 1, 16, nvlink.None}, Allreduce, DFloat, 9 << 20, NCCL},                              // above it: NCCL
+		{Shape{4, 2, 2, nvlink.None}, Allreduce, DFloat, 8, Fused},                                     // the ranks rule is later than the nodes rule
+		{Shape{16, 2, 8, nvlink.None}, Allreduce, DFloat, 2 << 20, Staged},                             // two nodes, beyond the fused range
+		{Shape{32, 4, 8, nvlink.None}, Allreduce, DFloat, 64, Staged},                                  // 32 ranks: the ranks rule does not hold
+		{Shape{2, 1, 2, nvlink.None}, Alltoall, DInt, 1 << 30, Staged},                                 // integer alltoall
+		{Shape{2, 1, 2, nvlink.None}, Alltoall, DFloat, 1 << 30, NCCL},                                 // float alltoall untouched
+		{Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2}, Bcast, DFloat, 64, Staged},                        // no NVLink
+		{Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2, NVLink: nvlink.Partial}, Bcast, DFloat, 64, Fused}, // some
+		{Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2, NVLink: nvlink.Full}, Bcast, DFloat, 64, Fused},
+		{Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2, NVLink: nvlink.Full}, Bcast, DFloat, 1 << 20, Fused}, // the default's range
+		{Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2, NVLink: nvlink.Full}, Bcast, DFloat, 64 << 20, NCCL},
 	}
 	for _, tc := range cases {
 		rt := Compile(rules, tc.shape)

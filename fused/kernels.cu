@@ -98,16 +98,37 @@ __device__ __forceinline__ void my_range(u64 n, u32 nb, u64 *lo, u64 *hi)
 	*hi = min(n, *lo + per * 16);
 }
 
+// Loads that skip L1: the resident kernel reads the program's buffers call
+// after call, and an L1 line kept from an earlier call would be stale.
+__device__ __forceinline__ uint4 ld_cg16(const void *p)
+{
+	uint4 v;
+	asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+	return v;
+}
+__device__ __forceinline__ uint2 ld_cg8(const void *p)
+{
+	uint2 v;
+	asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+	return v;
+}
+__device__ __forceinline__ char ld_cg1(const char *p)
+{
+	unsigned short v;
+	asm volatile("ld.global.cg.u8 %0, [%1];" : "=h"(v) : "l"(p));
+	return (char)v;
+}
+
 __device__ void copy(char *dst, const char *src, u64 lo, u64 hi)
 {
 	if ((((u64)dst | (u64)src | lo) & 15) == 0) {
 		u64 vhi = lo + ((hi - lo) & ~(u64)15);
 		for (u64 i = lo + threadIdx.x * 16; i < vhi; i += blockDim.x * 16)
-			*(uint4 *)(dst + i) = *(const uint4 *)(src + i);
+			*(uint4 *)(dst + i) = ld_cg16(src + i);
 		lo = vhi;
 	}
 	for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x)
-		dst[i] = src[i];
+		dst[i] = ld_cg1(src + i);
 }
 
 // ---- data movement: allgather, bcast, alltoall (blk bytes per rank) ----
@@ -261,7 +282,7 @@ template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, c
 	my_range(count * sizeof(T), nb, &lo, &hi);
 	const uint2 *src = (const uint2 *)in;
 	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
-		const uint2 d = src[i];
+		const uint2 d = ld_cg8(src + i);
 		for (int p = 0; p < C.n; p++)
 			if (p != C.me)
 				st_ll(P.ll[p] + C.me * CMX_LL_SLOT + i * 16, d, C.epoch);
@@ -274,7 +295,7 @@ template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, c
 			T e[8 / sizeof(T)];
 		} acc, x;
 		for (int p = 0; p < C.n; p++) {
-			x.v = p == C.me ? src[i] : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
+			x.v = p == C.me ? ld_cg8(src + i) : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
 			if (p == 0)
 				acc.v = x.v;
 			else
@@ -312,10 +333,9 @@ struct Job {
 };
 // this rank's own control words, in its workspace after the flags
 struct Ctl {
-	u32 go;    // the job all blocks work on, published by block 0
+	u64 go;    // the job all blocks see, published by block 0: nb << 32 | seq
 	u32 quit;  // the launch id of an instance that is stopping
-	u32 count; // blocks done with the current job
-	u32 pad;
+	u32 count; // blocks other than 0 done with the current job
 	Job job;
 };
 struct Ring {
@@ -336,9 +356,19 @@ __device__ __forceinline__ u32 ld_acquire_gpu(const u32 *p)
 	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
 }
+__device__ __forceinline__ u64 ld_acquire_gpu64(const u64 *p)
+{
+	u64 v;
+	asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
 __device__ __forceinline__ void st_release_gpu(u32 *p, u32 v)
 {
 	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_gpu64(u64 *p, u64 v)
+{
+	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // Block 0 waits for the job after `last` at the doorbell and publishes it to the other
@@ -352,12 +382,13 @@ __device__ int take_job(const Ring &R, u32 last, Job *J)
 		// three independent loads in flight at once: one PCIe round trip
 		uint4 a = ld_volatile16(&R.bell->seq_a), b = ld_volatile16(&R.bell->seq_b), c = ld_volatile16(&R.bell->seq_c);
 		if (a.x == want && b.x == want && c.x == want) {
-			asm volatile("fence.acq_rel.sys;" ::: "memory");
+			// no fence: the job is in these loads, and the program's
+			// buffers are read with L1-bypassing loads (ld_cg*)
 			J->seq = want, J->code = a.y, J->in = a.z | (u64)a.w << 32;
 			J->nb = b.y, J->out = b.z | (u64)b.w << 32;
 			J->root = c.y, J->n = c.z | (u64)c.w << 32;
 			R.ctl->job = *J;
-			st_release_gpu(&R.ctl->go, want);
+			st_release_gpu64(&R.ctl->go, (u64)J->nb << 32 | want);
 			return 1;
 		}
 		if ((spins % 32 == 0 || !R.linger_ns) && now_ns() - t0 > R.linger_ns) { // the clock is slow to read
@@ -368,12 +399,23 @@ __device__ int take_job(const Ring &R, u32 last, Job *J)
 	}
 }
 
-// the other blocks wait for block 0 to publish the next job, or to stop
+// The other blocks wait for block 0 to publish a job newer than `last`,
+// or to stop. A block outside a job's nb neither works on it nor counts,
+// so it may miss jobs altogether: it takes whatever is newest, and reads
+// the job itself only when it is inside nb, when block 0 cannot publish
+// another before this block has counted. (Before the first job, go holds
+// 0, never a job number; after a relaunch, the last job, which is `last`.)
 __device__ int follow_job(const Ring &R, u32 last, Job *J)
 {
 	for (;;) {
-		if (ld_acquire_gpu(&R.ctl->go) == next_seq(last)) {
-			*J = R.ctl->job; // ordered by the acquire
+		const u64 g = ld_acquire_gpu64(&R.ctl->go);
+		const u32 s = (u32)g, nb = (u32)(g >> 32);
+		if (s && s != last) {
+			if (blockIdx.x < nb) {
+				*J = R.ctl->job; // ordered by the acquire
+			} else {
+				J->seq = s, J->nb = nb, J->code = JOB_ALLREDUCE;
+			}
 			return 1;
 		}
 		if (ld_relaxed(&R.ctl->quit) == R.launch)
@@ -425,19 +467,24 @@ extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
 		if (!live)
 			return;
 		const Job J = Js; // thread 0 may overwrite Js once this job is done
-		if ((J.code & 0xf) != JOB_EXIT && blockIdx.x < J.nb)
+		last = J.seq;
+		if (blockIdx.x >= J.nb) { // not in this job (an exit takes every block)
+			__syncthreads(); // every thread has read Js
+			continue;
+		}
+		if ((J.code & 0xf) != JOB_EXIT)
 			run(R, J);
 		__syncthreads();
 		if (threadIdx.x == 0) {
-			// block 0 tells the host once every block has counted (so none
-			// can fall a job behind), and before it may stop the instance:
-			// the host reads "done" before it believes "exited". The
-			// output is local, so the blocks release it at GPU scope, and
-			// block 0's system-scope release of "done" carries it on.
+			// block 0 tells the host once the job's other blocks have
+			// counted, and before it may stop the instance: the host reads
+			// "done" before it believes "exited". The output is local, so
+			// the blocks release it at GPU scope, and block 0's
+			// system-scope release of "done" carries it on.
 			if (blockIdx.x) {
 				asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&R.ctl->count) : "memory");
 			} else {
-				while (ld_acquire_gpu(&R.ctl->count) != gridDim.x - 1)
+				while (ld_acquire_gpu(&R.ctl->count) != J.nb - 1)
 					;
 				R.ctl->count = 0;
 				st_release(&R.bell->done, J.seq);
@@ -445,6 +492,5 @@ extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
 		}
 		if ((J.code & 0xf) == JOB_EXIT)
 			return;
-		last = J.seq;
 	}
 }

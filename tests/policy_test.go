@@ -108,6 +108,19 @@ func TestShapeRules(t *testing.T) {
 			}
 		}
 	}
+	// nvlink=: this machine has no NVIDIA driver, so its class is none
+	env := map[string]string{"LD_PRELOAD": libPath(t), "COLLMUX_LOG": "decisions",
+		"COLLMUX_RULES": "bcast:host:*:staged:nvlink=none#allreduce:host:*:staged:nvlink=partial,full"}
+	out, errs, err := run(t, m, 2, env, host, mod)
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("nvlink rules: err %v\n%s\n%s", err, out, errs)
+	}
+	for _, w := range []string{`rule "bcast:host:*:staged:nvlink=none" from COLLMUX_RULES; staged declined`,
+		`allreduce on host memory, 4 B -> mpi (rule "*:host:*:mpi" from default)`} {
+		if !strings.Contains(errs, w) {
+			t.Errorf("nvlink rules: decision log lacks %q:\n%s", w, errs)
+		}
+	}
 	prog := program(t, m, "colltest.c", "colltest")
 	native, _, err := run(t, m, 3, nil, prog)
 	if err != nil {

@@ -36,12 +36,39 @@ func TestProbeAndTable(t *testing.T) {
 	if err := m.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"NV18", "580.159.04", "every pair of GPUs", m.GPUKey} {
+	for _, want := range []string{"NV18", "580.159.04", "full (every pair of GPUs)", m.GPUKey} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
 	if Probe(nil).GPUKey != "no-gpu" {
 		t.Error("no GPU")
+	}
+}
+
+// NUMA facts from a recorded sysfs: two nodes, GPU 0 on node 0, GPU 1's
+// device missing (unknown, not an error); no sysfs at all gives nothing.
+func TestNUMA(t *testing.T) {
+	defer func(old string) { sysfs = old }(sysfs)
+	sysfs = "testdata/sys"
+	m := Probe(twoGPUs{})
+	if len(m.NUMA) != 2 || m.NUMA[1] != (NUMANode{1, "16-31"}) {
+		t.Errorf("NUMA nodes: %+v", m.NUMA)
+	}
+	if m.GPUNUMA["0000:1b:00.0"] != 0 || m.GPUNUMA["0000:43:00.0"] != -1 {
+		t.Errorf("GPU NUMA: %v", m.GPUNUMA)
+	}
+	var b strings.Builder
+	if err := m.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 node(s): 0: cpus 0-15; 1: cpus 16-31", "0000:1b:00.0  0", "0000:43:00.0  ?"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	sysfs = t.TempDir()
+	if m := Probe(twoGPUs{}); m.NUMA != nil || m.GPUNUMA["0000:1b:00.0"] != -1 {
+		t.Errorf("without sysfs: %+v %v", m.NUMA, m.GPUNUMA)
 	}
 }

@@ -100,17 +100,21 @@ func TestTopoJSON(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl#alltoall:cuda:*:staged:nodes=2-8:dtype=int")
-	out := execute(t, "routes", "--ranks", "8", "--nodes", "2")
+	t.Setenv("COLLMUX_RULES", "scan:cuda:*:nccl#alltoall:cuda:*:staged:nodes=2-8:dtype=int#bcast:cuda:*:staged:nvlink=partial")
+	out := execute(t, "routes", "--ranks", "8", "--nodes", "2", "--nvlink", "partial")
 	for _, want := range []string{
 		`allreduce\s+cuda\s+\*\s+0-8M\s+fused\s+"allreduce:cuda:0-8M:fused" from default`,
 		`allreduce\s+cuda\s+\*\s+8M\+1-inf\s+nccl`,
 		`scan\s+cuda\s+\*\s+0-inf\s+nccl\s+"scan:cuda:\*:nccl" from COLLMUX_RULES`,
 		`alltoall\s+cuda\s+int\s+0-inf\s+staged`,
 		`alltoall\s+cuda\s+float\s+0-8M\s+fused`,
+		`bcast\s+cuda\s+\*\s+0-inf\s+staged\s+"bcast:cuda:\*:staged:nvlink=partial"`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("routes output lacks %q:\n%s", want, out)
 		}
+	}
+	if out := execute(t, "routes", "--ranks", "8", "--nodes", "2"); strings.Contains(out, "nvlink=partial") {
+		t.Errorf("a rule for partial NVLink applied without NVLink:\n%s", out)
 	}
 }

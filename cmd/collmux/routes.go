@@ -5,16 +5,19 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"collmux/dispatch"
 	"collmux/internal/units"
+	"collmux/topo/nvlink"
 )
 
 func routesCmd() *cobra.Command {
 	var shape dispatch.Shape
+	var nvl string
 	c := &cobra.Command{
 		Use:   "routes",
 		Short: "Show where each collective goes, by memory kind and size, under the current environment",
@@ -31,6 +34,11 @@ func routesCmd() *cobra.Command {
 			if shape.RanksPerNode == 0 {
 				shape.RanksPerNode = (shape.Ranks + shape.Nodes - 1) / shape.Nodes
 			}
+			k := slices.Index(nvlink.ClassNames[:], nvl)
+			if k < 0 {
+				return fmt.Errorf("--nvlink %q: want none, partial or full", nvl)
+			}
+			shape.NVLink = nvlink.Class(k)
 			rt := dispatch.Compile(cfg.Rules, shape)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
@@ -67,6 +75,7 @@ func routesCmd() *cobra.Command {
 	c.Flags().IntVar(&shape.Ranks, "ranks", 2, "communicator size, for rules with ranks=")
 	c.Flags().IntVar(&shape.Nodes, "nodes", 1, "nodes the communicator spans, for rules with nodes=")
 	c.Flags().IntVar(&shape.RanksPerNode, "rpn", 0, "most ranks on one node, for rules with rpn= (default ranks/nodes)")
+	c.Flags().StringVar(&nvl, "nvlink", "none", "how far NVLink joins each node's GPUs (none, partial, full), for rules with nvlink=")
 	return c
 }
 

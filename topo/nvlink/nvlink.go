@@ -128,16 +128,46 @@ func (n Node) LinksBetween(a, b int) int {
 	return n.GPUs[a].NVLinks[n.GPUs[b].BusID]
 }
 
-// FullNVLink reports whether every pair of GPUs is joined by NVLink.
-func (n Node) FullNVLink() bool {
+// Class is how far NVLink joins a node's GPUs; rules can depend on it.
+type Class int
+
+const (
+	None    Class = iota // no two GPUs joined (or fewer than two GPUs)
+	Partial              // some pairs joined, not all
+	Full                 // every pair joined directly
+	NumClass
+)
+
+// ClassNames are the names rules and tools use, by Class.
+var ClassNames = [...]string{"none", "partial", "full"}
+
+func (c Class) String() string {
+	if c >= 0 && c < NumClass {
+		return ClassNames[c]
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// Class tells whether every pair of GPUs, some, or none is joined by NVLink.
+func (n Node) Class() Class {
+	pairs, linked := 0, 0
 	for a := range n.GPUs {
 		for b := range n.GPUs {
-			if a != b && n.LinksBetween(a, b) == 0 {
-				return false
+			if a < b {
+				pairs++
+				if n.LinksBetween(a, b) > 0 && n.LinksBetween(b, a) > 0 {
+					linked++
+				}
 			}
 		}
 	}
-	return len(n.GPUs) > 0
+	switch {
+	case linked == 0:
+		return None
+	case linked == pairs:
+		return Full
+	}
+	return Partial
 }
 
 // Key is what a tuning table must match: GPU models, the NVLinks between

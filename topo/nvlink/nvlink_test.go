@@ -47,7 +47,7 @@ func TestDecodeRecordedNVML(t *testing.T) {
 	if m.LinksBetween(0, 1) != 18 || m.LinksBetween(1, 0) != 18 || m.LinksBetween(0, 0) != 0 {
 		t.Errorf("links: %d %d", m.LinksBetween(0, 1), m.LinksBetween(1, 0))
 	}
-	if !m.FullNVLink() {
+	if m.Class() != Full {
 		t.Error("two GPUs joined by 18 links are fully connected")
 	}
 }
@@ -67,7 +67,7 @@ func TestKeys(t *testing.T) {
 		t.Error("GPU key not stable")
 	}
 	none := Read(nil)
-	if none.Key() != "no-gpu" || len(none.GPUs) != 0 || none.FullNVLink() {
+	if none.Key() != "no-gpu" || len(none.GPUs) != 0 || none.Class() != None {
 		t.Errorf("no NVML: %+v", none)
 	}
 	broken := Read(recorded{err: errors.New("driver gone")})
@@ -94,14 +94,33 @@ func TestDecodeRecordedVMNVML(t *testing.T) {
 		links:   [][]string{repeat("00000000:43:00.0", 18), repeat("00000000:1B:00.0", 18)},
 	}
 	m := Read(vm)
-	if m.LinksBetween(0, 1) != 18 || m.LinksBetween(1, 0) != 18 || !m.FullNVLink() {
+	if m.LinksBetween(0, 1) != 18 || m.LinksBetween(1, 0) != 18 || m.Class() != Full {
 		t.Errorf("links in a VM: %+v", m.GPUs)
 	}
 	if m.Key() != Read(h200x2).Key() {
 		t.Error("the same GPUs and links must give the same key inside and outside a VM")
 	}
 	vm.p2p = false
-	if Read(vm).FullNVLink() {
+	if Read(vm).Class() != None {
 		t.Error("without an NVLink P2P path, unmatched links connect nothing")
+	}
+}
+
+// Four GPUs in two NVLink-bridged pairs (0-1, 2-3): partial; one GPU: none.
+func TestClass(t *testing.T) {
+	bus := []string{"00000000:01:00.0", "00000000:02:00.0", "00000000:03:00.0", "00000000:04:00.0"}
+	pairs := recorded{driver: "580", cuda: 13000,
+		devices: [][2]string{{"A", bus[0]}, {"A", bus[1]}, {"A", bus[2]}, {"A", bus[3]}},
+		links:   [][]string{repeat(bus[1], 4), repeat(bus[0], 4), repeat(bus[3], 4), repeat(bus[2], 4)},
+	}
+	single := recorded{driver: "580", cuda: 13000, devices: [][2]string{{"A", bus[0]}}, links: [][]string{nil}}
+	for _, tc := range []struct {
+		name string
+		nv   NVML
+		want Class
+	}{{"2 x H200", h200x2, Full}, {"bridged pairs", pairs, Partial}, {"one GPU", single, None}, {"no NVML", nil, None}} {
+		if got := Read(tc.nv).Class(); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
