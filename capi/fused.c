@@ -298,11 +298,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (!cmx_dtype_info(a->rtype, &kind, &size) || (t = type_of(kind)) < 0 || (o = op_of(cmx_op_info(a->op))) < 0)
 			return 0;
 		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
-		if (bytes > SLOT || ((uintptr_t)in | (uintptr_t)out) % (unsigned)size)
-			return 0; /* misaligned elements: NCCL copes, the kernels' typed loads would fault */
+		if (bytes > SLOT)
+			return 0;
 		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
-		/* small and 8-byte aligned: the LL protocol (one NVLink crossing) */
-		if (bytes <= LL_MAX && (((uintptr_t)in | (uintptr_t)out | bytes) & 7) == 0)
+		/* small: the LL protocol (one NVLink crossing). Only what every
+		 * rank agrees on may choose, the size: never a buffer's alignment,
+		 * which the kernels handle whatever it is */
+		if (bytes <= LL_MAX && bytes % 8 == 0)
 			code |= JOB_LL;
 		break;
 	}
@@ -326,14 +328,17 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	}
 	if (c->fused_state == 0)
 		setup(c, out);
-	/* the kernel runs beside the program's work, not after it: the
-	 * buffers may come from work still queued on the default stream */
-	if (c->fused_state != 1 || !cmx_cuda_ctx_for(out) || (cmx_cfg.order_default_stream && !cmx_cuda_legacy_idle()))
+	if (c->fused_state != 1)
 		return 0;
 	struct cmx_fused *f = c->fused;
 	uint64_t nb = (bytes + 2047) / 2048; /* 2 KiB a block, up to GRID blocks */
 	nb = nb < 1 ? 1 : nb > GRID ? GRID : nb;
-	if (!ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
+	/* From here the peers run the call too, so a failure is an error,
+	 * never a quiet fallback. The kernel runs beside the program's work,
+	 * not after it: the buffers may come from work still queued on the
+	 * default stream. */
+	if (!cmx_cuda_ctx_for(out) || (cmx_cfg.order_default_stream && !cmx_cuda_legacy_idle()) ||
+	    !ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
 		fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me, n,
 			cmx_cuda_last_error());
 		*rc = cmx_error(a->comm, cmx_abi.err_other);

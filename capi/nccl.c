@@ -164,6 +164,36 @@ static void *scratch(cmx_comm *c, size_t n)
 			goto done;  \
 	} while (0)
 
+static int enqueue(cmx_comm *c, const cmx_args *a);
+
+/* A reduction whose buffers are not aligned to its element size, run on
+ * 256-byte-aligned copies in the scratch buffer: the send data is copied
+ * in, the call runs out of place there, the result is copied out (in
+ * place, MPI puts it at the start of the receive buffer). */
+static int enqueue_aligned(cmx_comm *c, const cmx_args *a, size_t size)
+{
+	const int me = c->rank, n = c->size, L = a->large;
+	size_t in = (size_t)a->rcount * size, out = in;
+	if (a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK)
+		in *= (size_t)n;
+	if (a->coll == CMX_COLL_REDUCE_SCATTER) {
+		in = 0;
+		for (int j = 0; j < n; j++)
+			in += (size_t)cmx_at(a->rcounts, j, L) * size;
+		out = (size_t)cmx_at(a->rcounts, me, L) * size;
+	}
+	const size_t off = (in + 255) & ~(size_t)255;
+	char *t = scratch(c, off + out + 1);
+	cmx_args b = *a;
+	b.sbuf = t, b.rbuf = t + off;
+	if (!t || !cmx_cuda_copy(t, a->sbuf == cmx_abi.in_place ? a->rbuf : a->sbuf, in, c->stream))
+		return -1;
+	int r = enqueue(c, &b);
+	if (r == 0 && (a->coll != CMX_COLL_REDUCE || me == a->root) && !cmx_cuda_copy(a->rbuf, t + off, out, c->stream))
+		r = -1;
+	return r;
+}
+
 /* enqueue runs one collective on NCCL; returns an ncclResult_t, or -2 when
  * NCCL cannot express the call. */
 static int enqueue(cmx_comm *c, const cmx_args *a)
@@ -183,9 +213,11 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		int dt = nccl_type[kind], o = nccl_op(op);
 		const void *s = ip ? a->rbuf : a->sbuf;
 		/* NCCL's kernels fault (and kill the CUDA context) on elements
-		 * that straddle their alignment; staging copies any buffer */
+		 * that straddle their alignment; a rank may not turn the call
+		 * down for it either (the others would run NCCL and wait), so
+		 * it runs through an aligned copy */
 		if (((uintptr_t)s | (uintptr_t)(a->coll == CMX_COLL_REDUCE && me != a->root ? NULL : a->rbuf)) % (unsigned)size)
-			return -2;
+			return enqueue_aligned(c, a, (size_t)size);
 		if (a->coll == CMX_COLL_ALLREDUCE)
 			return nc.AllReduce(s, a->rbuf, (size_t)a->rcount, dt, o, nk, st);
 		if (a->coll == CMX_COLL_REDUCE)
@@ -344,9 +376,10 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 	const void *any = a->rbuf && a->rbuf != cmx_abi.in_place ? a->rbuf : a->sbuf;
 	if (c->nccl_state == 0)
 		setup(c, any);
-	if (c->nccl_state != 1 || !cmx_cuda_ctx_for(any))
+	if (c->nccl_state != 1)
 		return 0;
-	int r = enqueue(c, a);
+	/* the peers run NCCL now: a failure is an error, not a fallback */
+	int r = cmx_cuda_ctx_for(any) ? enqueue(c, a) : -1;
 	if (r == -2)
 		return 0; /* not expressible: the dispatcher stages it */
 	if (r == 0 && !cmx_cuda_sync(c->stream))

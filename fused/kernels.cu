@@ -229,11 +229,18 @@ template <typename T, typename R> __device__ void allreduce(const Peers &P, cons
 			*(uint4 *)(out + i) = reduce16<T, R>(P, C.n, i);
 		lo = vhi;
 	}
+	// out may sit at any byte (ranks need not agree on alignment, so no
+	// rank may turn the call down for it): element-wise, or bytes
+	const bool aligned = (u64)out % sizeof(T) == 0;
 	for (u64 i = lo / sizeof(T) + threadIdx.x; i < hi / sizeof(T); i += blockDim.x) {
 		T acc = ((const T *)P.buf[0])[i];
 		for (int p = 1; p < C.n; p++)
 			acc = R::f(acc, ((const T *)P.buf[p])[i]);
-		((T *)out)[i] = acc;
+		if (aligned)
+			((T *)out)[i] = acc;
+		else
+			for (int k = 0; k < (int)sizeof(T); k++)
+				out[i * sizeof(T) + k] = ((const char *)&acc)[k];
 	}
 }
 
@@ -241,9 +248,9 @@ template <typename T, typename R> __device__ void allreduce(const Peers &P, cons
 // Each rank stores its input straight into every peer's LL area, 8 bytes
 // of data per 16-byte line with the job's number beside each half, and
 // the reader polls the lines themselves: no flags, no fences, no round
-// trip, one NVLink crossing. The host sends only 8-byte-aligned buffers of
-// a multiple of 8 bytes this way. Job numbers are never 0, so a line never
-// written cannot pass for one.
+// trip, one NVLink crossing. The host sends messages of a multiple of 8
+// bytes this way; the buffers may sit at any byte (in8/out8). Job numbers
+// are never 0, so a line never written cannot pass for one.
 __device__ __forceinline__ uint4 ld_volatile16(const void *p)
 {
 	uint4 v;
@@ -276,13 +283,35 @@ __device__ uint2 ld_ll(const char *p, const Call &C, int from, bool *gave_up)
 	return make_uint2(0, 0);
 }
 
+// 8 bytes of the program's buffer at any alignment (past L1, see ld_cg*)
+__device__ __forceinline__ uint2 in8(const char *p)
+{
+	if (((u64)p & 7) == 0)
+		return ld_cg8(p);
+	union {
+		uint2 v;
+		char b[8];
+	} u;
+	for (int k = 0; k < 8; k++)
+		u.b[k] = ld_cg1(p + k);
+	return u.v;
+}
+__device__ __forceinline__ void out8(char *p, uint2 v)
+{
+	if (((u64)p & 7) == 0) {
+		*(uint2 *)p = v;
+		return;
+	}
+	for (int k = 0; k < 8; k++)
+		p[k] = ((const char *)&v)[k];
+}
+
 template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
 {
 	u64 lo, hi;
 	my_range(count * sizeof(T), nb, &lo, &hi);
-	const uint2 *src = (const uint2 *)in;
 	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
-		const uint2 d = ld_cg8(src + i);
+		const uint2 d = in8(in + i * 8);
 		for (int p = 0; p < C.n; p++)
 			if (p != C.me)
 				st_ll(P.ll[p] + C.me * CMX_LL_SLOT + i * 16, d, C.epoch);
@@ -295,7 +324,7 @@ template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, c
 			T e[8 / sizeof(T)];
 		} acc, x;
 		for (int p = 0; p < C.n; p++) {
-			x.v = p == C.me ? ld_cg8(src + i) : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
+			x.v = p == C.me ? in8(in + i * 8) : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
 			if (p == 0)
 				acc.v = x.v;
 			else
@@ -303,7 +332,7 @@ template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, c
 				for (int k = 0; k < 8 / (int)sizeof(T); k++)
 					acc.e[k] = R::f(acc.e[k], x.e[k]);
 		}
-		((uint2 *)out)[i] = acc.v;
+		out8(out + i * 8, acc.v);
 	}
 }
 

@@ -66,12 +66,19 @@ for np in $(seq 1 "$NGPU"); do
   cmp -s $B/host.$np $B/fus0.$np; result $? "colltest on device buffers, $np ranks, fused, resident kernel relaunched for every call"
 done
 
-for linger in 200 0; do
-  run "$NGPU" "${X[@]}" -x COLLMUX_FUSED_LINGER=$linger -x COLLMUX_STATS=$B/e.$linger.json $B/edges > $B/edges.$linger 2>&1
+# the edges under the fused kernels (resident, then relaunched every call)
+# and under NCCL (misaligned reductions run through an aligned copy)
+for mode in linger200 linger0 nccl; do
+  case $mode in
+  linger200) env=(-x COLLMUX_FUSED_LINGER=200) backend=fused ;;
+  linger0) env=(-x COLLMUX_FUSED_LINGER=0) backend=fused ;;
+  nccl) env=(-x COLLMUX_RULES='*:cuda:*:nccl') backend=nccl ;;
+  esac
+  run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
   rc=$?
-  grep -q "0 failures" $B/edges.$linger && [ $rc = 0 ] && [ "$(calls $B/e.$linger.json fused)" -gt 0 -o "$NGPU" = 1 ]
-  result $? "fused edges (offsets 0/1/4/8 B, odd counts, LL limit, in place, two communicators from two threads), linger $linger: $(grep '^edges' $B/edges.$linger)"
-  grep -q "0 failures" $B/edges.$linger || grep -v '^\[' $B/edges.$linger | head -12
+  grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$NGPU" = 1 ]
+  result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
+  grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
 done
 
 if [ "$NGPU" -ge 2 ]; then

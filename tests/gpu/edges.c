@@ -1,11 +1,12 @@
 /*
  * edges: device all-reduces and all-gathers at the fused kernels' edges,
  * checked exactly against values computed on the host: offsets 1, 4 and 8
- * bytes into an allocation (the LL protocol takes only 8-byte-aligned
- * buffers), counts that are not a multiple of the vector width, the LL
- * limit and one past it, in place; and two communicators used at once by
- * two threads (MPI_THREAD_MULTIPLE), each with its own resident kernel,
- * interleaved with calls on MPI_COMM_WORLD.
+ * bytes into an allocation, the same on every rank or differing between
+ * ranks (a rank must never choose another protocol for its alignment),
+ * counts that are not a multiple of the vector width, the LL limit and one
+ * past it, in place; and two communicators used at once by two threads
+ * (MPI_THREAD_MULTIPLE), each with its own resident kernel, interleaved
+ * with calls on MPI_COMM_WORLD. Run it with NCCL forced as well.
  * Prints "edges: N ranks, F failures".
  */
 #include <mpi.h>
@@ -62,7 +63,7 @@ static void check(MPI_Comm comm, char *base, char *out, size_t off, size_t n, in
 }
 
 static const size_t counts[] = {1, 2, 3, 7, 33, 1000, 65536, 65537};
-static const size_t offsets[] = {0, 1, 4, 8};
+static const size_t offsets[] = {0, 1, 4, 8, 99}; /* 99: 0 on even ranks, 4 on odd ones */
 
 static void sweep(MPI_Comm comm, int salt)
 {
@@ -73,7 +74,7 @@ static void sweep(MPI_Comm comm, int salt)
 	for (size_t i = 0; i < sizeof counts / sizeof *counts; i++)
 		for (size_t j = 0; j < sizeof offsets / sizeof *offsets; j++)
 			for (int ip = 0; ip < 2; ip++)
-				check(comm, a, b, offsets[j], counts[i], ip, salt);
+				check(comm, a, b, offsets[j] == 99 ? (size_t)(rank % 2) * 4 : offsets[j], counts[i], ip, salt);
 	cudaFree(a);
 	cudaFree(b);
 }
