@@ -15,6 +15,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -174,11 +175,20 @@ func collmux_go_routes_for(ranks, nodes, rpn, nvl C.int) *C.cmx_routes {
 	return t
 }
 
-// collmux_go_fused_module gives C the compiled fused kernels for this GPU,
-// from the cache or compiled now with NVRTC; the image is malloc'd.
+// collmux_go_fused_module gives C the compiled fused kernels for this GPU:
+// the ahead-of-time image beside the library (libdir), or from the cache,
+// or compiled now with NVRTC; the image is malloc'd.
 //
 //export collmux_go_fused_module
-func collmux_go_fused_module(arch, driver C.int, image **C.char, size *C.size_t) C.int {
+func collmux_go_fused_module(arch, driver C.int, libdir *C.char, image **C.char, size *C.size_t) C.int {
+	if img, path := fused.LoadAOT([]string{filepath.Join(C.GoString(libdir), fused.AOTDir)}, int(arch)); img != nil {
+		if config.Log >= dispatch.LogInfo {
+			fmt.Fprintf(os.Stderr, "collmux: fused kernels from %s (compiled ahead of time)\n", path)
+		}
+		*image = (*C.char)(C.CBytes(img))
+		*size = C.size_t(len(img))
+		return 1
+	}
 	img, err := fused.Load(fused.CacheDir(os.Getenv), fused.CacheKey(int(arch), int(driver)), func() ([]byte, error) {
 		src := C.CString(fused.Source)
 		defer C.free(unsafe.Pointer(src))

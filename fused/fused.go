@@ -3,6 +3,8 @@
 // first use with NVRTC for the GPU it runs on, so building collmux needs no
 // CUDA toolchain; the compiled image is cached under
 // $XDG_CACHE_HOME/collmux, keyed by source, GPU architecture and driver.
+// Where CMake finds nvcc, it compiles the kernels ahead of time instead
+// (AOTName), and the library takes those first: no NVRTC needed.
 package fused
 
 import (
@@ -33,6 +35,33 @@ func Serves(b, c string) bool {
 		}
 	}
 	return false
+}
+
+// SourceHash identifies the kernel source: the first 24 hex digits of its
+// SHA-256, as CMakeLists.txt computes them for the ahead-of-time build.
+func SourceHash() string {
+	h := sha256.Sum256([]byte(Source))
+	return hex.EncodeToString(h[:12])
+}
+
+// AOTDir is where the ahead-of-time images sit, beside the library (both
+// in the build tree and installed).
+const AOTDir = "collmux-kernels"
+
+// AOTName is the file nvcc compiled the kernels into for one architecture
+// (e.g. 90 for sm_90); the source hash keeps a stale image from loading.
+func AOTName(arch int) string { return fmt.Sprintf("sm_%d-%s.cubin", arch, SourceHash()) }
+
+// LoadAOT returns the ahead-of-time image for arch from the first of dirs
+// that holds one, and its path; nil when none does.
+func LoadAOT(dirs []string, arch int) ([]byte, string) {
+	for _, d := range dirs {
+		p := filepath.Join(d, AOTName(arch))
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			return b, p
+		}
+	}
+	return nil, ""
 }
 
 // CacheKey names the compiled image of the kernels for one GPU

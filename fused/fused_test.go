@@ -15,6 +15,27 @@ func TestCacheKey(t *testing.T) {
 	}
 }
 
+// The ahead-of-time image is found by architecture and source hash only;
+// a missing or empty file, or one for another source, is passed over.
+func TestLoadAOT(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	if img, _ := LoadAOT([]string{a, b}, 90); img != nil {
+		t.Fatal("found an image in empty directories")
+	}
+	os.WriteFile(filepath.Join(a, AOTName(90)), nil, 0o644)
+	os.WriteFile(filepath.Join(a, "sm_90-000000000000000000000000.cubin"), []byte("OLD"), 0o644)
+	os.WriteFile(filepath.Join(b, AOTName(90)), []byte("CUBIN90"), 0o644)
+	if img, p := LoadAOT([]string{a, b}, 90); string(img) != "CUBIN90" || p != filepath.Join(b, AOTName(90)) {
+		t.Errorf("got %q from %q", img, p)
+	}
+	if img, _ := LoadAOT([]string{a, b}, 80); img != nil {
+		t.Error("an sm_90 image served sm_80")
+	}
+	if len(SourceHash()) != 24 || !strings.HasPrefix(AOTName(90), "sm_90-"+SourceHash()) {
+		t.Errorf("AOTName %s", AOTName(90))
+	}
+}
+
 func TestCacheDir(t *testing.T) {
 	env := map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"}
 	if got := CacheDir(func(k string) string { return env[k] }); got != "/x/collmux" {

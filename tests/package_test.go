@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"collmux/fused"
 )
 
 // `cmake --install` lays out the library, header, CMake package and
@@ -65,5 +67,31 @@ target_link_libraries(use collmux::collmux)
 	}
 	if out, err := exec.Command(filepath.Join(bdir, "use")).CombinedOutput(); err != nil || !strings.Contains(string(out), "collmux 0.1.0") {
 		t.Fatalf("program built with find_package: %v\n%s", err, out)
+	}
+}
+
+// Where nvcc exists, CMake compiles the fused kernels ahead of time into
+// the file the library looks for (fused.AOTName: architecture and source
+// hash, computed by CMake and by Go alike). No nvcc here: a stand-in
+// records its arguments as the "cubin".
+func TestAheadOfTimeKernelsName(t *testing.T) {
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("skipped: no cmake")
+	}
+	dir := t.TempDir()
+	nvcc := filepath.Join(dir, "nvcc")
+	os.WriteFile(nvcc, []byte("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; all=\"$all $1\"; shift; done\necho \"$all\" > \"$out\"\n"), 0o755)
+	build := filepath.Join(dir, "build")
+	cfg := exec.Command("cmake", "-S", repoRoot(), "-B", build, "-DCOLLMUX_NVCC="+nvcc, "-DCOLLMUX_CUDA_ARCHS=90")
+	if out, err := cfg.CombinedOutput(); err != nil || !strings.Contains(string(out), "compiled ahead of time for sm_90") {
+		t.Fatalf("cmake configure: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("cmake", "--build", build, "--target", "collmux_kernels").CombinedOutput(); err != nil {
+		t.Fatalf("cmake --build: %v\n%s", err, out)
+	}
+	img, path := fused.LoadAOT([]string{filepath.Join(build, fused.AOTDir)}, 90)
+	if img == nil || !strings.Contains(string(img), "-arch=sm_90") || !strings.Contains(string(img), "fused/kernels.cu") {
+		entries, _ := os.ReadDir(filepath.Join(build, fused.AOTDir))
+		t.Fatalf("no image named %s (found %v); got %q from %q", fused.AOTName(90), entries, img, path)
 	}
 }
