@@ -22,6 +22,9 @@
 #define CMX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* MPI ABIs, values as in package mpi (mpi.ABI) */
+enum { CMX_ABI_UNKNOWN, CMX_ABI_STANDARD, CMX_ABI_OPENMPI, CMX_ABI_MPICH };
+
 typedef uintptr_t cmx_h;
 typedef int64_t cmx_count;
 typedef intptr_t cmx_aint;
@@ -70,7 +73,7 @@ extern const cmx_abi_consts cmx_consts_mpich, cmx_consts_mpi_abi, cmx_consts_ope
 
 /* The ABI in force, resolved once. abi uses package mpi's numbering. */
 typedef struct {
-	int abi; /* 1 standard, 2 openmpi, 3 mpich */
+	int abi; /* CMX_ABI_* */
 	int int_handles;
 	const void *in_place;
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
@@ -110,6 +113,10 @@ typedef struct {
 	int (*Allgather)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h);
 	int (*Type_get_extent)(cmx_h, cmx_aint *, cmx_aint *);
 	int (*Type_get_true_extent)(cmx_h, cmx_aint *, cmx_aint *);
+	/* Fortran handles (MPI_Fint, an int) to C ones, for the Fortran entry points */
+	cmx_h (*Comm_f2c)(int);
+	cmx_h (*Type_f2c)(int);
+	cmx_h (*Op_f2c)(int);
 } cmx_pmpi_extra_t;
 extern cmx_pmpi_extra_t cmx_px;
 
@@ -181,6 +188,12 @@ int cmx_dispatch(cmx_args *a);
 int cmx_forward(const cmx_args *a);
 int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
 int cmx_mpi_setup(void);               /* keyvals and finalize hook; 0 when MPI is not usable */
+int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc */
+
+/* Fortran entry points (fortran.c, zfortran.c) */
+int cmx_fortran_direct(void);                     /* convert and call collmux's C entry points (Open MPI) */
+void *cmx_fortran_next(void **next, const char *sym); /* the MPI's own Fortran function sym, looked up once */
+void *cmx_f_buf(void *p);                         /* Fortran MPI_IN_PLACE / MPI_BOTTOM to C */
 int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handler, return it */
 /* Which node rank of size sits on, as a string: the host name, or a
  * pretended node under COLLMUX_TOPO_OVERRIDE=N (tests). */

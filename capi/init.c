@@ -158,9 +158,9 @@ static cmx_h ompi_object(const char *name)
 static cmx_h predef_handle(const cmx_predef *p)
 {
 	switch (cmx_abi.abi) {
-	case 1:
+	case CMX_ABI_STANDARD:
 		return p->std;
-	case 2:
+	case CMX_ABI_OPENMPI:
 		return p->ompi && p->ompi[0] ? ompi_object(p->ompi) : 0;
 	default:
 		return p->mpich;
@@ -183,13 +183,13 @@ static void detect_abi(void)
 	/* The standard ABI is checked first: Open MPI's libmpi_abi also carries
 	 * ompi_* symbols underneath. */
 	if (abi_version && abi_version(&major, &minor) == 0 && major > 0) {
-		cmx_abi.abi = 1;
+		cmx_abi.abi = CMX_ABI_STANDARD;
 		k = &cmx_consts_mpi_abi;
 	} else if (dlsym(mpi_lib, "ompi_mpi_comm_self")) {
-		cmx_abi.abi = 2;
+		cmx_abi.abi = CMX_ABI_OPENMPI;
 		k = &cmx_consts_openmpi;
 	} else {
-		cmx_abi.abi = 3;
+		cmx_abi.abi = CMX_ABI_MPICH;
 		cmx_abi.int_handles = 1;
 		k = &cmx_consts_mpich;
 	}
@@ -197,7 +197,7 @@ static void detect_abi(void)
 	cmx_abi.root = k->root;
 	cmx_abi.proc_null = k->proc_null;
 	cmx_abi.err_other = k->err_other;
-	if (cmx_abi.abi == 2) {
+	if (cmx_abi.abi == CMX_ABI_OPENMPI) {
 		cmx_abi.comm_world = ompi_object("ompi_mpi_comm_world");
 		cmx_abi.comm_self = ompi_object("ompi_mpi_comm_self");
 		cmx_abi.comm_null = ompi_object("ompi_mpi_comm_null");
@@ -257,6 +257,9 @@ static void resolve_pmpi(void)
 	RESOLVE(Allgather);
 	RESOLVE(Type_get_extent);
 	RESOLVE(Type_get_true_extent);
+	RESOLVE(Comm_f2c);
+	RESOLVE(Type_f2c);
+	RESOLVE(Op_f2c);
 	/* the base (int-count) functions exist in every MPI collmux supports */
 	for (int i = 0; i < CMX_NFN; i += 2)
 		if (!cmx_pmpi[i])
@@ -408,7 +411,7 @@ static void check_same_rules(void)
 /* MPI_Init and MPI_Init_thread are intercepted only to set collmux up on
  * every rank at the same point, so that the finalize hook (which reduces
  * statistics over MPI_COMM_WORLD) is in place everywhere. */
-static int after_init(int rc)
+int cmx_after_init(int rc)
 {
 	if (rc == 0 && !cmx_state.forward_only && cmx_mpi_setup())
 		check_same_rules();
@@ -418,11 +421,11 @@ static int after_init(int rc)
 CMX_EXPORT int MPI_Init(int *argc, char ***argv)
 {
 	cmx_init();
-	return after_init(cmx_px.Init(argc, argv));
+	return cmx_after_init(cmx_px.Init(argc, argv));
 }
 
 CMX_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
 	cmx_init();
-	return after_init(cmx_px.Init_thread(argc, argv, required, provided));
+	return cmx_after_init(cmx_px.Init_thread(argc, argv, required, provided));
 }

@@ -172,6 +172,17 @@ var Datatypes = []Datatype{
 	{"MPI_COUNT", KindInt64, 8, 0x4c000845, 0, "ompi_mpi_count"},
 	{"MPI_C_BOOL", KindBool, 1, 0x4c00013f, 0x238, "ompi_mpi_c_bool"},
 	{"MPI_FLOAT", KindFloat32, 4, 0x4c00040a, 0x210, "ompi_mpi_float"},
+	// Fortran types (default INTEGER and REAL of 4 bytes), for Fortran
+	// programs with device buffers; their MPI-5 ABI values are not recorded
+	{"MPI_INTEGER", KindInt32, 4, 0x4c00041b, 0, "ompi_mpi_integer"},
+	{"MPI_INTEGER1", KindInt8, 1, 0x4c00012d, 0, "ompi_mpi_integer1"},
+	{"MPI_INTEGER2", KindInt16, 2, 0x4c00022f, 0, "ompi_mpi_integer2"},
+	{"MPI_INTEGER4", KindInt32, 4, 0x4c000430, 0, "ompi_mpi_integer4"},
+	{"MPI_INTEGER8", KindInt64, 8, 0x4c000831, 0, "ompi_mpi_integer8"},
+	{"MPI_REAL", KindFloat32, 4, 0x4c00041c, 0, "ompi_mpi_real"},
+	{"MPI_REAL4", KindFloat32, 4, 0x4c000427, 0, "ompi_mpi_real4"},
+	{"MPI_REAL8", KindFloat64, 8, 0x4c000829, 0, "ompi_mpi_real8"},
+	{"MPI_DOUBLE_PRECISION", KindFloat64, 8, 0x4c00081f, 0, "ompi_mpi_dblprec"},
 	{"MPI_DOUBLE", KindFloat64, 8, 0x4c00080b, 0x214, "ompi_mpi_double"},
 	{"MPI_LONG_DOUBLE", KindLongDouble, 16, 0x4c00100c, 0x220, "ompi_mpi_long_double"},
 	{"MPIX_C_FLOAT16", KindFloat16, 2, 0x4c000246, 0, ""},

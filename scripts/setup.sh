@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing collmux needs on Debian/Ubuntu: both
-# MPIs, CMake, Debian's mpi4py and NumPy. Go itself must already be there.
+# MPIs (and gfortran for the Fortran test), CMake, Debian's mpi4py and NumPy. Go
+# itself must already be there.
 set -euo pipefail
-need=(openmpi-bin libopenmpi-dev mpich libmpich-dev cmake pkg-config python3-mpi4py python3-numpy)
+need=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran cmake pkg-config python3-mpi4py python3-numpy)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -73,8 +73,9 @@ var (
 	built    = map[string]string{}
 )
 
-// program compiles tests/c/<src> with the MPI's compiler once per run.
-// A name ending in .so is built as a shared module.
+// program compiles tests/c/<src> (or tests/f/<src>, Fortran, for .f90)
+// with the MPI's compiler once per run. A name ending in .so is built as
+// a shared module.
 func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -91,11 +92,14 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 		buildDir = d
 	}
 	dst := filepath.Join(buildDir, m.name+"-"+out)
-	args := []string{"-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", "c", src)}
+	dir, compiler := "c", m.mpicc
+	if strings.HasSuffix(src, ".f90") {
+		dir, compiler = "f", fortranCompiler(m)
+	}
+	args := []string{"-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", dir, src)}
 	if strings.HasSuffix(out, ".so") {
 		args = append([]string{"-shared", "-fPIC"}, args...)
 	}
-	compiler := m.mpicc
 	if strings.HasPrefix(src, "dlhost") { // the host must not link MPI
 		compiler = "cc"
 	}
@@ -106,6 +110,9 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 	built[key] = dst
 	return dst
 }
+
+// fortranCompiler is the MPI's Fortran compiler wrapper (mpifort.openmpi).
+func fortranCompiler(m mpiImpl) string { return strings.Replace(m.mpicc, "mpicc", "mpifort", 1) }
 
 // run launches prog on np ranks with env passed to every rank.
 func run(t *testing.T, m mpiImpl, np int, env map[string]string, prog ...string) (stdout, stderr string, err error) {

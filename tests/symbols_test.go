@@ -8,9 +8,10 @@ import (
 	"collmux/dispatch"
 )
 
-// The library exports every intercepted MPI function and nothing an MPI
-// ABI probe looks for (mpi4py asks dlopen(NULL) for MPI_Get_version,
-// MPI_Abi_get_version and ompi_* to tell MPIs apart).
+// The library exports every intercepted MPI function (C, and the Fortran
+// manglings) and nothing an MPI ABI probe looks for (mpi4py asks
+// dlopen(NULL) for MPI_Get_version, MPI_Abi_get_version and ompi_* to tell
+// MPIs apart).
 func TestExportedSymbols(t *testing.T) {
 	out, err := exec.Command("nm", "-D", "--defined-only", libPath(t)).Output()
 	if err != nil {
@@ -35,7 +36,8 @@ func TestExportedSymbols(t *testing.T) {
 			t.Errorf("%s is not exported", name)
 		}
 	}
-	for _, name := range []string{"MPI_Init", "MPI_Init_thread", "MPI_Allreduce_c", "collmux_version", "collmux_comm_states"} {
+	for _, name := range []string{"MPI_Init", "MPI_Init_thread", "MPI_Allreduce_c", "collmux_version", "collmux_comm_states",
+		"mpi_init_", "mpi_init_thread_", "mpi_allreduce_", "mpi_allreduce__", "MPI_ALLREDUCE", "mpi_reduce_scatter_block_", "mpi_barrier_"} {
 		if !exported[name] {
 			t.Errorf("%s is not exported", name)
 		}

@@ -1,7 +1,8 @@
 // Command genwrap generates the repetitive C surface of the interposer from
 // data: capi/collectives.tab (which MPI functions are intercepted, with
 // their parameters) and the predefined-handle tables of package mpi. It
-// writes capi/zwrappers.c, capi/zcoll.h, capi/zabi.c and dispatch/zcoll.go.
+// writes capi/zwrappers.c, capi/zfortran.c (the Fortran entry points),
+// capi/zcoll.h, capi/zabi.c and dispatch/zcoll.go.
 //
 // Run it with `go generate ./capi` (or `make generate`); a test checks that
 // the committed files are what it produces.
@@ -85,6 +86,7 @@ func generate(root string) (map[string][]byte, error) {
 	return map[string][]byte{
 		"capi/zcoll.h":      genHeader(colls),
 		"capi/zwrappers.c":  genWrappers(colls),
+		"capi/zfortran.c":   genFortran(colls),
 		"capi/zabi.c":       genABI(),
 		"dispatch/zcoll.go": genGo(colls),
 	}, nil
@@ -213,6 +215,62 @@ func genWrappers(colls []coll) []byte {
 		}
 	}
 	b.WriteString("\t}\n\treturn cmx_abi.err_other;\n}\n")
+	return b.Bytes()
+}
+
+// fortranArg is how a Fortran argument (always a pointer; handles are
+// MPI_Fint, which collmux takes to be int) becomes the C one.
+var fortranArg = map[string]struct{ ctype, expr string }{
+	"sbuf": {"void *", "cmx_f_buf(%s)"}, "rbuf": {"void *", "cmx_f_buf(%s)"}, "buf": {"void *", "cmx_f_buf(%s)"},
+	"count": {"int *", "*%s"}, "scount": {"int *", "*%s"}, "rcount": {"int *", "*%s"}, "root": {"int *", "*%s"},
+	"scounts": {"const int *", "%s"}, "rcounts": {"const int *", "%s"}, "sdispls": {"const int *", "%s"}, "rdispls": {"const int *", "%s"},
+	"dtype": {"int *", "cmx_px.Type_f2c(*%s)"}, "stype": {"int *", "cmx_px.Type_f2c(*%s)"}, "rtype": {"int *", "cmx_px.Type_f2c(*%s)"},
+	"op": {"int *", "cmx_px.Op_f2c(*%s)"}, "comm": {"int *", "cmx_px.Comm_f2c(*%s)"},
+}
+
+// FortranNames are the symbols Fortran compilers call for an MPI function
+// (MPI_Allreduce: mpi_allreduce_, mpi_allreduce__, mpi_allreduce,
+// MPI_ALLREDUCE).
+func FortranNames(name string) []string {
+	l := strings.ToLower(name)
+	return []string{"mpi_" + l + "_", "mpi_" + l + "__", "mpi_" + l, "MPI_" + strings.ToUpper(name)}
+}
+
+// genFortran writes the Fortran entry points (mpif.h and `use mpi`) of
+// every collective: under Open MPI, whose Fortran binding calls PMPI_*
+// directly, they convert the arguments and call collmux's own C entry
+// point; under any other MPI they forward to its Fortran binding, which
+// calls the C MPI_* collmux already intercepts.
+func genFortran(colls []coll) []byte {
+	var b bytes.Buffer
+	b.WriteString(header)
+	b.WriteString("#include \"cmx.h\"\n\n")
+	for _, c := range colls {
+		decl, _ := signature(c, false)
+		fmt.Fprintf(&b, "int MPI_%s(%s);\n", c.name, decl)
+	}
+	b.WriteString("\n")
+	for _, c := range colls {
+		var fdecl, ftypes, fargs, cargs []string
+		for _, p := range c.params {
+			fa := fortranArg[p]
+			fdecl = append(fdecl, fa.ctype+params[p].name)
+			ftypes = append(ftypes, strings.TrimSpace(fa.ctype))
+			fargs = append(fargs, params[p].name)
+			cargs = append(cargs, fmt.Sprintf(fa.expr, params[p].name))
+		}
+		fdecl = append(fdecl, "int *ierr")
+		ftypes = append(ftypes, "int *")
+		fargs = append(fargs, "ierr")
+		fmt.Fprintf(&b, "static void f_%s(void **next, const char *sym, %s)\n{\n", c.name, strings.Join(fdecl, ", "))
+		fmt.Fprintf(&b, "\tif (!cmx_fortran_direct()) {\n\t\t((void (*)(%s))cmx_fortran_next(next, sym))(%s);\n\t\treturn;\n\t}\n",
+			strings.Join(ftypes, ", "), strings.Join(fargs, ", "))
+		fmt.Fprintf(&b, "\tint rc = MPI_%s(%s);\n\tif (ierr)\n\t\t*ierr = rc;\n}\n", c.name, strings.Join(cargs, ", "))
+		for _, sym := range FortranNames(c.name) {
+			fmt.Fprintf(&b, "CMX_EXPORT void %s(%s)\n{\n\tstatic void *next;\n\tf_%s(&next, \"%s\", %s);\n}\n", sym, strings.Join(fdecl, ", "), c.name, sym, strings.Join(fargs, ", "))
+		}
+		b.WriteString("\n")
+	}
 	return b.Bytes()
 }
 
