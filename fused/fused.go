@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 //go:embed kernels.cu
@@ -23,18 +24,23 @@ var Source string
 // these); for any other, the fused backend falls back to NCCL.
 var Collectives = []string{"allreduce", "allgather", "alltoall", "bcast"}
 
-// Serves reports whether backend b can run collective c: the fused backend
-// only its Collectives, the others all of them.
-func Serves(b, c string) bool {
-	if b != "fused" {
-		return true
+// SlotBytes is what the fused workspace holds of one call (capi/fused.c
+// SLOT); larger calls go to NCCL.
+const SlotBytes = 8 << 20
+
+// Serves reports whether backend b runs collective c itself, for a message
+// of `bytes` (counted as nccl-tests and collmux's rules count it: the whole
+// message) on `ranks` ranks: the fused backend takes only its Collectives,
+// and only what its workspace holds (all-gather stages one rank's block,
+// the others the whole message); the other backends take everything.
+func Serves(b, c string, bytes uint64, ranks int) bool {
+	if b != "fused" || !slices.Contains(Collectives, c) {
+		return b != "fused"
 	}
-	for _, x := range Collectives {
-		if x == c {
-			return true
-		}
+	if c == "allgather" && ranks > 1 {
+		bytes /= uint64(ranks)
 	}
-	return false
+	return bytes <= SlotBytes
 }
 
 // SourceHash identifies the kernel source: the first 24 hex digits of its

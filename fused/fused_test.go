@@ -2,6 +2,7 @@ package fused
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,10 +79,34 @@ func TestSourceLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(c), fmt.Sprintf("#define SLOT (%du << 20)", SlotBytes>>20)) {
+		t.Error("capi/fused.c's SLOT and fused.SlotBytes disagree")
+	}
 	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"},
 		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}} {
 		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
 			t.Errorf("kernels.cu and capi/fused.c disagree on %q", pair[0])
+		}
+	}
+}
+
+func TestServes(t *testing.T) {
+	for _, tc := range []struct {
+		b, c  string
+		bytes uint64
+		ranks int
+		want  bool
+	}{
+		{"nccl", "reduce_scatter", 1 << 30, 2, true},
+		{"fused", "reduce_scatter", 8, 2, false},   // no kernel
+		{"fused", "allreduce", 8 << 20, 2, true},   // the workspace's size
+		{"fused", "allreduce", 16 << 20, 2, false}, // beyond it
+		{"fused", "allgather", 16 << 20, 2, true},  // one rank's block is staged
+		{"fused", "allgather", 32 << 20, 2, false},
+		{"fused", "alltoall", 16 << 20, 2, false}, // the whole message is staged
+	} {
+		if got := Serves(tc.b, tc.c, tc.bytes, tc.ranks); got != tc.want {
+			t.Errorf("Serves(%s, %s, %d, %d) = %v", tc.b, tc.c, tc.bytes, tc.ranks, got)
 		}
 	}
 }

@@ -3,10 +3,10 @@
 # collmux tool built elsewhere (build/ carried along):
 #  1. collmux tune: every backend timed at every size in one interleaved
 #     gpu_bench run, winners per size range, table and plots;
-#  2. gpu_bench with the tuned policy and every backend alone, again in one
-#     run (policies switched with collmux_set_rules between sizes);
-#  3. bench/tuned_check.py: tuned vs the best single backend, per size and
-#     summed. Everything lands in $OUT.
+#  2. collmux check: gpu_bench with the tuned policy and every backend
+#     alone, again in one run (policies switched with collmux_set_rules),
+#     and the table against the best backend alone, per size and summed.
+# Everything lands in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/collmux-tune}
@@ -23,7 +23,5 @@ mpicc -O2 -I"$CUDA/include" -o "$B/gpu_bench" bench/gpu_bench.c -L"$CUDA/lib64" 
 build/collmux topo > "$OUT/topo.txt"
 build/collmux tune --bench "$B/gpu_bench" --lib "$LIB" --max-bytes "$MAX" --staged-max-bytes "$STAGED_MAX" \
   --out "$OUT/tuning.json" --plots "$OUT" | tee "$OUT/tune.txt"
-timeout 590 mpirun -np "$NGPU" -x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x COLLMUX_TUNING="$OUT/tuning.json" \
-  "$B/gpu_bench" "$MAX" tuned= via-nccl='*:cuda:*:nccl' via-fused='*:cuda:*:fused' via-staged="*:cuda:*:staged@$STAGED_MAX" \
-  > "$OUT/policies.csv"
-python3 bench/tuned_check.py "$OUT/tuning.json" "$OUT/policies.csv" | tee "$OUT/tuned-check.md"
+timeout 590 build/collmux check --table "$OUT/tuning.json" --bench "$B/gpu_bench" --lib "$LIB" --max-bytes "$MAX" \
+  --staged-max-bytes "$STAGED_MAX" --save-csv "$OUT/policies.csv" | tee "$OUT/tuned-check.md"

@@ -62,9 +62,9 @@ func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) 
 
 // Merge averages repeated measurements of the same collective, backend and
 // size (sweeps from several runs), and drops those of a backend that cannot
-// run the collective (forcing it measures its fallback instead). can
-// reports whether backend b serves collective c.
-func Merge(samples []Sample, can func(b, c string) bool) []Sample {
+// run the collective at that size (forcing it measures its fallback
+// instead). can reports whether backend b serves collective c of n bytes.
+func Merge(samples []Sample, can func(b, c string, n uint64) bool) []Sample {
 	type key struct {
 		c, b string
 		n    uint64
@@ -72,7 +72,7 @@ func Merge(samples []Sample, can func(b, c string) bool) []Sample {
 	sum, cnt := map[key]float64{}, map[key]int{}
 	var order []key
 	for _, s := range samples {
-		if !can(s.Backend, s.Coll) {
+		if !can(s.Backend, s.Coll, s.Bytes) {
 			continue
 		}
 		k := key{s.Coll, s.Backend, s.Bytes}
@@ -103,16 +103,7 @@ type Range struct {
 // ends at the last size its backend won; beyond the largest measured size
 // the last winner holds.
 func Choose(samples []Sample, margin float64, prefer string) []Range {
-	byColl := map[string]map[uint64]map[string]float64{}
-	for _, s := range samples {
-		if byColl[s.Coll] == nil {
-			byColl[s.Coll] = map[uint64]map[string]float64{}
-		}
-		if byColl[s.Coll][s.Bytes] == nil {
-			byColl[s.Coll][s.Bytes] = map[string]float64{}
-		}
-		byColl[s.Coll][s.Bytes][s.Backend] = s.Micros
-	}
+	byColl := bySize(samples)
 	var out []Range
 	for _, c := range slices.Sorted(maps.Keys(byColl)) {
 		sizes := slices.Sorted(maps.Keys(byColl[c]))
@@ -145,6 +136,21 @@ func Choose(samples []Sample, margin float64, prefer string) []Range {
 		out = append(out, rs...)
 	}
 	return out
+}
+
+// bySize indexes samples: collective -> bytes -> backend -> µs.
+func bySize(samples []Sample) map[string]map[uint64]map[string]float64 {
+	m := map[string]map[uint64]map[string]float64{}
+	for _, s := range samples {
+		if m[s.Coll] == nil {
+			m[s.Coll] = map[uint64]map[string]float64{}
+		}
+		if m[s.Coll][s.Bytes] == nil {
+			m[s.Coll][s.Bytes] = map[string]float64{}
+		}
+		m[s.Coll][s.Bytes][s.Backend] = s.Micros
+	}
+	return m
 }
 
 // Rules writes ranges in COLLMUX_RULES syntax for device buffers.

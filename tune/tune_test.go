@@ -90,7 +90,7 @@ func only(b string) func(string) string {
 
 func TestMerge(t *testing.T) {
 	s := []Sample{{"allreduce", "nccl", 8, 10}, {"allreduce", "nccl", 8, 12}, {"reduce_scatter", "fused", 8, 1}, {"bcast", "fused", 8, 3}}
-	got := Merge(s, func(b, c string) bool { return b != "fused" || c != "reduce_scatter" })
+	got := Merge(s, func(b, c string, n uint64) bool { return b != "fused" || c != "reduce_scatter" })
 	if len(got) != 2 || got[0].Micros != 11 || got[1].Coll != "bcast" {
 		t.Errorf("Merge: %+v", got)
 	}

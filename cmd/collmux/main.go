@@ -1,6 +1,7 @@
 // Command collmux is collmux's tool: it shows the machine as collmux sees
-// it (topo), the routing table in force (routes), and measures the machine
-// to write a tuning table (tune).
+// it (topo), the routing table in force (routes), measures the machine to
+// write a tuning table (tune), and checks a table against every backend
+// alone (check).
 package main
 
 import (
@@ -33,6 +34,6 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	c.AddCommand(topoCmd(), routesCmd(), tuneCmd())
+	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd())
 	return c
 }

@@ -57,6 +57,7 @@ func TestSweepPolicies(t *testing.T) {
 	cases := []struct {
 		backends           []string
 		max, staged, fused string
+		np                 int
 		wantMax            uint64
 		wantPolicies       []string
 		wantLines          int
@@ -68,11 +69,13 @@ func TestSweepPolicies(t *testing.T) {
 			wantPolicies: []string{"via-nccl=*:cuda:*:nccl@1024", "via-fused=*:cuda:*:fused@256", "via-staged=*:cuda:*:staged@16"},
 			// 8 sizes (8..1K): NCCL direct and nccl at each, fused at 6, staged at 2
 			wantLines: 1 + 5*(8+8+6+2)},
+		{backends: []string{"fused", "staged"}, max: "64M", staged: "128M", np: 2, wantMax: 64 << 20, // fused: 8 MiB a rank; each capped at --max-bytes
+			wantPolicies: []string{"via-fused=*:cuda:*:fused@16777216", "via-staged=*:cuda:*:staged@67108864"}, wantLines: 1 + 5*(24+22+24)},
 		{backends: []string{"warp"}, max: "1K", staged: "1K", fused: "1K", wantErr: "warp"},
 		{backends: []string{"nccl"}, max: "lots", staged: "1K", fused: "1K", wantErr: "lots"},
 	}
 	for _, tc := range cases {
-		o := tuneOpts{backends: tc.backends, maxBytes: tc.max, stgMax: tc.staged, fusedMax: tc.fused}
+		o := tuneOpts{backends: tc.backends, maxBytes: tc.max, stgMax: tc.staged, fusedMax: tc.fused, np: tc.np}
 		max, pol, err := sweepPolicies(o)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -85,6 +88,18 @@ func TestSweepPolicies(t *testing.T) {
 		}
 		if got := expectedLines(max, pol); got != tc.wantLines {
 			t.Errorf("%v: expectedLines %d, want %d", tc.backends, got, tc.wantLines)
+		}
+	}
+}
+
+// check on the run recorded with the table tuned on 2 x H200.
+func TestCheckFromCSV(t *testing.T) {
+	data := filepath.Join("..", "..", "tune", "testdata", "h200x2-resident")
+	out := execute(t, "check", "--table", filepath.Join(data, "tuning.json"), "--from-csv", filepath.Join(data, "policies.csv"), "--np", "2")
+	for _, want := range []string{"| allgather | 28 | 1.079 (16777216 B) | 21 of 28 | 27: 0.957–1.060 |", "| allreduce | 28 | 1.044 (512 B) | 25 of 28 | 28:",
+		"at every size: NO"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -31,6 +31,7 @@ type tuneOpts struct {
 	out, plots         string
 	install            bool
 	fromCSV            []string
+	saveCSV            string
 	gpuKey             string
 }
 
@@ -39,12 +40,25 @@ func tuneCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tune",
 		Short: "Measure every backend on this machine and write a tuning table",
-		Long: "tune runs the device-collective benchmark (bench/gpu_bench) under mpirun once per backend, " +
-			"forcing that backend with COLLMUX_RULES, picks the fastest backend per collective and size " +
+		Long: "tune runs the device-collective benchmark (bench/gpu_bench) under mpirun once, every backend " +
+			"forced alone in turn at each size, picks the fastest backend per collective and size " +
 			"(keeping the previous choice while it is within --margin), and writes a tuning table and one plot per collective. " +
 			"With --from-csv it reads sweeps recorded earlier instead of running them.",
 		RunE: func(cmd *cobra.Command, args []string) error { return runTune(cmd, o) },
 	}
+	f := c.Flags()
+	benchFlags(c, &o)
+	f.Float64Var(&o.margin, "margin", 0.05, "keep the previous winner while within this fraction of the best")
+	f.StringVar(&o.out, "out", "", "tuning table to write (default tuning-<gpu key>.json)")
+	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself")
+	f.StringVar(&o.plots, "plots", ".", "directory for the plots (<collective>.png)")
+	f.StringVar(&o.gpuKey, "gpu-key", "", "GPU key of the machine the CSV files were measured on (with --from-csv)")
+	return c
+}
+
+// benchFlags are the flags of the commands that run bench/gpu_bench (tune
+// and check).
+func benchFlags(c *cobra.Command, o *tuneOpts) {
 	f := c.Flags()
 	f.IntVar(&o.np, "np", 0, "ranks (default: the number of GPUs)")
 	f.StringVar(&o.mpirun, "mpirun", "mpirun", "MPI launcher")
@@ -53,14 +67,9 @@ func tuneCmd() *cobra.Command {
 	f.StringSliceVar(&o.backends, "backends", []string{"nccl", "fused", "staged"}, "backends to measure")
 	f.StringVar(&o.maxBytes, "max-bytes", "1G", "largest message")
 	f.StringVar(&o.stgMax, "staged-max-bytes", "64M", "largest message for the (slow) staged path")
-	f.StringVar(&o.fusedMax, "fused-max-bytes", "8M", "largest message the fused kernels take (their workspace); larger ones would measure NCCL")
-	f.Float64Var(&o.margin, "margin", 0.05, "keep the previous winner while within this fraction of the best")
-	f.StringVar(&o.out, "out", "", "tuning table to write (default tuning-<gpu key>.json)")
-	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself")
-	f.StringVar(&o.plots, "plots", ".", "directory for the plots (<collective>.png)")
+	f.StringVar(&o.fusedMax, "fused-max-bytes", "", "largest message to time the fused kernels at (default: what their workspace holds of an all-gather, 8 MiB a rank); sizes a collective's kernel cannot take are dropped")
 	f.StringSliceVar(&o.fromCSV, "from-csv", nil, "read recorded gpu_bench CSV files instead of measuring")
-	f.StringVar(&o.gpuKey, "gpu-key", "", "GPU key of the machine the CSV files were measured on (with --from-csv)")
-	return c
+	f.StringVar(&o.saveCSV, "save-csv", "", "also write the measurements (gpu_bench's CSV) to this file")
 }
 
 // backendOf maps gpu_bench's path column to a backend: "via-X" is collmux
@@ -81,31 +90,27 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	nv := topo.SystemNVML()
 	defer topo.Shutdown(nv)
 	m := topo.Probe(nv)
+	if o.np == 0 {
+		o.np = len(m.GPUs) // ranks: one per GPU
+	}
 	var samples []tune.Sample
 	if len(o.fromCSV) > 0 {
-		for _, path := range o.fromCSV {
-			f, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			s, err := tune.ReadCSV(f, backendOf)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %v", path, err)
-			}
-			samples = append(samples, s...)
+		s, err := readCSVs(o.fromCSV, backendOf)
+		if err != nil {
+			return err
 		}
+		samples = s
 		if o.gpuKey != "" {
 			m.GPUKey, m.Fingerprint = o.gpuKey, ""
 		}
 	} else {
-		s, err := sweep(cmd.ErrOrStderr(), o, m)
+		s, err := measure(cmd.ErrOrStderr(), o, nil)
 		if err != nil {
 			return err
 		}
 		samples = s
 	}
-	samples = tune.Merge(samples, fused.Serves)
+	samples = tune.Merge(samples, func(b, c string, n uint64) bool { return fused.Serves(b, c, n, max(o.np, 1)) })
 	if len(samples) == 0 {
 		return fmt.Errorf("no measurements")
 	}
@@ -145,18 +150,16 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	return nil
 }
 
-// sweep runs gpu_bench once, with every backend as a policy measured in
-// turn at each size (so that they compare within one run, not across runs),
-// and a progress bar fed by the benchmark's output lines.
-func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
+// measure runs gpu_bench once under mpirun, every backend forced alone as
+// a policy and measured in turn at each size (so that they compare within
+// one run, not across runs), after the policies given first (with env for
+// the ranks), with a progress bar fed by the benchmark's output lines.
+// Samples carry the backend, or the name of a policy given first.
+func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.Sample, error) {
 	if o.bench == "" {
 		return nil, fmt.Errorf("--bench is required to measure (or give --from-csv)")
 	}
-	np := o.np
-	if np == 0 {
-		np = len(m.GPUs)
-	}
-	if np < 1 {
+	if o.np < 1 {
 		return nil, fmt.Errorf("no GPU found; give --np")
 	}
 	lib, err := filepath.Abs(o.lib)
@@ -167,7 +170,12 @@ func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"-np", fmt.Sprint(np), "-x", "LD_PRELOAD=" + lib, "-x", "NCCL_NVLS_ENABLE=0", o.bench, fmt.Sprint(maxBytes)}, policies...)
+	policies = append(first, policies...)
+	args := []string{"-np", fmt.Sprint(o.np), "-x", "LD_PRELOAD=" + lib, "-x", "NCCL_NVLS_ENABLE=0"}
+	for _, e := range env {
+		args = append(args, "-x", e)
+	}
+	args = append(append(args, o.bench, fmt.Sprint(maxBytes)), policies...)
 	bar := progressbar.NewOptions(expectedLines(maxBytes, policies), progressbar.OptionSetWriter(log),
 		progressbar.OptionSetDescription("measuring "+strings.Join(o.backends, ", ")), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	cmd := exec.Command(o.mpirun, args...)
@@ -191,13 +199,12 @@ func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 		return nil, fmt.Errorf("%s %s: %v\n%s", o.mpirun, strings.Join(args, " "), err, errb.String())
 	}
 	bar.Finish()
-	s, err := tune.ReadCSV(&csv, func(p string) string {
-		b, _ := strings.CutPrefix(p, "via-")
-		if b == p {
-			return "" // NCCL called directly: not a collmux backend
+	if o.saveCSV != "" {
+		if err := os.WriteFile(o.saveCSV, csv.Bytes(), 0o644); err != nil {
+			return nil, err
 		}
-		return b
-	})
+	}
+	s, err := tune.ReadCSV(&csv, policyOf)
 	if err != nil {
 		return nil, err
 	}
@@ -205,28 +212,70 @@ func sweep(log io.Writer, o tuneOpts, m topo.Machine) ([]tune.Sample, error) {
 	return s, nil
 }
 
+// readCSVs reads recorded gpu_bench runs; pathOf names what each path
+// column measured ("" skips it).
+func readCSVs(paths []string, pathOf func(string) string) ([]tune.Sample, error) {
+	var all []tune.Sample
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		s, err := tune.ReadCSV(f, pathOf)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", p, err)
+		}
+		all = append(all, s...)
+	}
+	return all, nil
+}
+
+// policyOf reads gpu_bench's path column: "via-B" is backend B forced
+// alone, "tuned" the tuned policy; "nccl" (NCCL called directly, not
+// through collmux) and anything else are skipped.
+func policyOf(p string) string {
+	if b, ok := strings.CutPrefix(p, "via-"); ok {
+		return b
+	}
+	if p == tune.Tuned {
+		return p
+	}
+	return ""
+}
+
 // sweepPolicies turns the backends into gpu_bench policies
 // (via-B=*:cuda:*:B@max), each up to its size limit, and the largest size.
 func sweepPolicies(o tuneOpts) (uint64, []string, error) {
-	var top uint64
+	size := func(flag, v string) (uint64, error) {
+		r, err := dispatch.ParseRules("*:*:0-"+v+":mpi", flag)
+		if err != nil {
+			return 0, err
+		}
+		return r[0].Hi, nil
+	}
+	top, err := size("--max-bytes", o.maxBytes)
+	if err != nil {
+		return 0, nil, err
+	}
 	var policies []string
 	for _, b := range o.backends {
 		if _, ok := dispatch.ParseBackend(b); !ok {
 			return 0, nil, fmt.Errorf("--backends: unknown backend %q", b)
 		}
-		lim := o.maxBytes
-		switch b {
-		case "staged":
-			lim = o.stgMax
-		case "fused":
-			lim = o.fusedMax
+		lim := top
+		switch {
+		case b == "staged":
+			lim, err = size("--staged-max-bytes", o.stgMax)
+		case b == "fused" && o.fusedMax != "":
+			lim, err = size("--fused-max-bytes", o.fusedMax)
+		case b == "fused":
+			lim = uint64(fused.SlotBytes) * uint64(max(o.np, 1))
 		}
-		r, err := dispatch.ParseRules("*:*:0-"+lim+":mpi", "--max-bytes")
 		if err != nil {
 			return 0, nil, err
 		}
-		top = max(top, r[0].Hi)
-		policies = append(policies, fmt.Sprintf("via-%s=*:cuda:*:%s@%d", b, b, r[0].Hi))
+		policies = append(policies, fmt.Sprintf("via-%s=*:cuda:*:%s@%d", b, b, min(lim, top)))
 	}
 	return top, policies, nil
 }
