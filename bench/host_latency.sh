@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pass-through overhead: 8-byte MPI_Allreduce on 2 ranks, native and under
 # collmux (no statistics: the pass-through path), alternating ROUNDS times
-# in one run, for each installed MPI. Writes a dated table to
+# in one run, for each installed MPI, from C and from Fortran. Writes a dated table to
 # docs/results/ (or $OUT_DIR) and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,30 +19,38 @@ out="$OUT_DIR/host-passthrough-$(date +%F).md"
   echo "# Pass-through overhead: 8-byte MPI_Allreduce, 2 ranks"
   echo
   echo "Date: $(date -u +%FT%TZ). Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r)."
-  echo "Each round runs the benchmark natively and then with collmux preloaded (COLLMUX_STATS unset: the pass-through path); a round's figure is the median over 50 batches of 2000 calls. $ROUNDS rounds."
+  echo "Each round runs the benchmark natively and then with collmux preloaded (COLLMUX_STATS unset: the pass-through path); a run's figure is the median over 50 batches of 2000 calls. $ROUNDS rounds; the ratio is the median of the rounds' ratios (each compares two runs made one after the other), the times are the medians over rounds."
   echo
   echo "| MPI | native median (µs) | collmux median (µs) | ratio | target |"
   echo "| --- | --- | --- | --- | --- |"
 } > "$tmp/table"
 
 for impl in openmpi mpich; do
-  command -v mpicc.$impl >/dev/null || continue
-  mpicc.$impl -O2 -o "$tmp/lat.$impl" bench/allreduce_latency.c
-  if [ $impl = openmpi ]; then
-    launch() { mpirun.openmpi -np 2 --bind-to core "$@" "$tmp/lat.$impl"; }
-    pre=(-x LD_PRELOAD="$LIB")
-  else
-    launch() { mpirun.mpich -n 2 -bind-to core "$@" "$tmp/lat.$impl"; }
-    pre=(-genv LD_PRELOAD "$LIB")
-  fi
-  : > "$tmp/n"; : > "$tmp/c"
-  for r in $(seq "$ROUNDS"); do
-    launch >> "$tmp/n"
-    launch "${pre[@]}" >> "$tmp/c"
+  for lang in C Fortran; do
+    if [ $lang = C ]; then
+      command -v mpicc.$impl >/dev/null || continue
+      mpicc.$impl -O2 -o "$tmp/lat" bench/allreduce_latency.c
+    else
+      command -v mpifort.$impl >/dev/null && command -v gfortran >/dev/null || continue
+      mpifort.$impl -O2 -o "$tmp/lat" bench/allreduce_latency.f90
+    fi
+    if [ $impl = openmpi ]; then
+      launch() { mpirun.openmpi -np 2 --bind-to core "$@" "$tmp/lat"; }
+      pre=(-x LD_PRELOAD="$LIB")
+    else
+      launch() { mpirun.mpich -n 2 -bind-to core "$@" "$tmp/lat"; }
+      pre=(-genv LD_PRELOAD "$LIB")
+    fi
+    : > "$tmp/n"; : > "$tmp/c"; : > "$tmp/r"
+    for r in $(seq "$ROUNDS"); do
+      a=$(launch); b=$(launch "${pre[@]}")
+      echo "$a" >> "$tmp/n"; echo "$b" >> "$tmp/c"
+      awk -v a="$a" -v b="$b" 'BEGIN {print b / a}' >> "$tmp/r"
+    done
+    n=$(median < "$tmp/n"); c=$(median < "$tmp/c")
+    ratio=$(median < "$tmp/r" | awk '{printf "%.3f", $1}')
+    echo "| $impl $(mpirun.$impl --version 2>&1 | grep -m1 -oE '[0-9]+\.[0-9]+\.[0-9]+'), $lang | $n | $c | $ratio | ≤ 1.03 |" >> "$tmp/table"
   done
-  n=$(median < "$tmp/n"); c=$(median < "$tmp/c")
-  ratio=$(awk -v a="$c" -v b="$n" 'BEGIN {printf "%.3f", a/b}')
-  echo "| $impl $(mpirun.$impl --version 2>&1 | grep -m1 -oE '[0-9]+\.[0-9]+\.[0-9]+') | $n | $c | $ratio | ≤ 1.03 |" >> "$tmp/table"
 done
 mkdir -p "$OUT_DIR"
 cp "$tmp/table" "$out"
