@@ -129,7 +129,7 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("routes output lacks %q:\n%s", want, out)
 		}
 	}
-	if out := execute(t, "routes", "--ranks", "8", "--nodes", "2"); strings.Contains(out, "nvlink=partial") {
+	if out := execute(t, "routes", "--ranks", "8", "--nodes", "2", "--nvlink", "none"); strings.Contains(out, "nvlink=partial") {
 		t.Errorf("a rule for partial NVLink applied without NVLink:\n%s", out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"collmux/dispatch"
 	"collmux/internal/units"
+	"collmux/topo"
 	"collmux/topo/nvlink"
 )
 
@@ -34,11 +35,15 @@ func routesCmd() *cobra.Command {
 			if shape.RanksPerNode == 0 {
 				shape.RanksPerNode = (shape.Ranks + shape.Nodes - 1) / shape.Nodes
 			}
-			k := slices.Index(nvlink.ClassNames[:], nvl)
-			if k < 0 {
+			if nvl == "" { // this machine's
+				nv := topo.SystemNVML()
+				shape.NVLink = nvlink.Read(nv).Class()
+				topo.Shutdown(nv)
+			} else if k := slices.Index(nvlink.ClassNames[:], nvl); k >= 0 {
+				shape.NVLink = nvlink.Class(k)
+			} else {
 				return fmt.Errorf("--nvlink %q: want none, partial or full", nvl)
 			}
-			shape.NVLink = nvlink.Class(k)
 			rt := dispatch.Compile(cfg.Rules, shape)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
@@ -75,7 +80,7 @@ func routesCmd() *cobra.Command {
 	c.Flags().IntVar(&shape.Ranks, "ranks", 2, "communicator size, for rules with ranks=")
 	c.Flags().IntVar(&shape.Nodes, "nodes", 1, "nodes the communicator spans, for rules with nodes=")
 	c.Flags().IntVar(&shape.RanksPerNode, "rpn", 0, "most ranks on one node, for rules with rpn= (default ranks/nodes)")
-	c.Flags().StringVar(&nvl, "nvlink", "none", "how far NVLink joins each node's GPUs (none, partial, full), for rules with nvlink=")
+	c.Flags().StringVar(&nvl, "nvlink", "", "how far NVLink joins each node's GPUs (none, partial, full), for rules with nvlink= (default: this machine's)")
 	return c
 }
 
