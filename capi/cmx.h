@@ -280,6 +280,15 @@ static inline int64_t cmx_at(const void *arr, int i, int large)
 	return large ? ((const int64_t *)arr)[i] : ((const int *)arr)[i];
 }
 
+/* the sum of the first n entries of a counts array (0 for none) */
+static inline int64_t cmx_count_sum(const void *arr, int n, int large)
+{
+	int64_t s = 0;
+	for (int i = 0; arr && i < n; i++)
+		s += cmx_at(arr, i, large);
+	return s;
+}
+
 /* ---- statistics ---- */
 #define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */
 typedef struct {

@@ -108,14 +108,6 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	return c;
 }
 
-static int64_t count_sum(const void *arr, int n, int large)
-{
-	int64_t s = 0;
-	for (int i = 0; arr && i < n; i++)
-		s += cmx_at(arr, i, large);
-	return s;
-}
-
 /* Size of one element of dtype; predefined types need no MPI call. Derived
  * types are asked of MPI only when ask is set (after MPI accepted the call),
  * so that an invalid handle is reported by MPI's own checks, on the call. */
@@ -160,7 +152,7 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 		return a->rcount * rs * n;
 	case CMX_COLL_ALLGATHERV:
 	case CMX_COLL_REDUCE_SCATTER:
-		return count_sum(a->rcounts, n, a->large) * rs;
+		return cmx_count_sum(a->rcounts, n, a->large) * rs;
 	case CMX_COLL_GATHER:
 	case CMX_COLL_SCATTER: {
 		int sending = (a->coll == CMX_COLL_GATHER) != root;
@@ -168,11 +160,11 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 		return ss < 0 ? -1 : (sending ? a->scount : a->rcount) * ss * n;
 	}
 	case CMX_COLL_GATHERV:
-		return root ? count_sum(a->rcounts, n, a->large) * rs : a->scount * cmx_type_size(a->stype, ask);
+		return root ? cmx_count_sum(a->rcounts, n, a->large) * rs : a->scount * cmx_type_size(a->stype, ask);
 	case CMX_COLL_SCATTERV:
-		return root ? count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
+		return root ? cmx_count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
 	case CMX_COLL_ALLTOALLV:
-		return count_sum(a->rcounts, n, a->large) * rs;
+		return cmx_count_sum(a->rcounts, n, a->large) * rs;
 	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
 		return a->rcount * rs;
 	}

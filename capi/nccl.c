@@ -177,9 +177,7 @@ static int enqueue_aligned(cmx_comm *c, const cmx_args *a, size_t size)
 	if (a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK)
 		in *= (size_t)n;
 	if (a->coll == CMX_COLL_REDUCE_SCATTER) {
-		in = 0;
-		for (int j = 0; j < n; j++)
-			in += (size_t)cmx_at(a->rcounts, j, L) * size;
+		in = (size_t)cmx_count_sum(a->rcounts, n, L) * size;
 		out = (size_t)cmx_at(a->rcounts, me, L) * size;
 	}
 	const size_t off = (in + 255) & ~(size_t)255;

@@ -67,12 +67,8 @@ static int region(const cmx_args *a, const cmx_comm *c, int which, int64_t *lo, 
 	}
 	case CMX_COLL_REDUCE_SCATTER_BLOCK:
 		return block(t, 0, (!which || ip) ? n * a->rcount : a->rcount, lo, hi);
-	case CMX_COLL_REDUCE_SCATTER: {
-		int64_t sum = 0;
-		for (int j = 0; j < n; j++)
-			sum += cmx_at(a->rcounts, j, L);
-		return block(t, 0, (!which || ip) ? sum : cmx_at(a->rcounts, me, L), lo, hi);
-	}
+	case CMX_COLL_REDUCE_SCATTER:
+		return block(t, 0, (!which || ip) ? cmx_count_sum(a->rcounts, n, L) : cmx_at(a->rcounts, me, L), lo, hi);
 	case CMX_COLL_BARRIER:
 		return 1;
 	default: /* allreduce, bcast, scan, exscan: one count of one type */
