@@ -42,7 +42,7 @@ func checkCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if samples, err = measure(cmd.ErrOrStderr(), o, []string{tune.Tuned + "="}, "COLLMUX_TUNING="+abs); err != nil {
+				if samples, err = measure(cmd.ErrOrStderr(), o, []string{tune.Tuned}, "COLLMUX_TUNING="+abs); err != nil {
 					return err
 				}
 			}

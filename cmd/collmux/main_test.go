@@ -83,12 +83,21 @@ func TestSweepPolicies(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || max != tc.wantMax || strings.Join(pol, " ") != strings.Join(tc.wantPolicies, " ") {
+		var args []string
+		for _, p := range pol {
+			args = append(args, p.arg())
+		}
+		if err != nil || max != tc.wantMax || strings.Join(args, " ") != strings.Join(tc.wantPolicies, " ") {
 			t.Errorf("%v: got %d %v %v, want %d %v", tc.backends, max, pol, err, tc.wantMax, tc.wantPolicies)
 		}
 		if got := expectedLines(max, pol); got != tc.wantLines {
 			t.Errorf("%v: expectedLines %d, want %d", tc.backends, got, tc.wantLines)
 		}
+	}
+	// check's tuned policy runs at every size: "tuned=@64" ("" restores the defaults and table)
+	tuned := benchPolicy{"tuned", "", 64}
+	if tuned.arg() != "tuned=@64" || expectedLines(64, []benchPolicy{tuned}) != 1+4*5*2 {
+		t.Errorf("tuned policy %q: %d lines", tuned.arg(), expectedLines(64, []benchPolicy{tuned}))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -166,16 +165,23 @@ func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.S
 	if err != nil {
 		return nil, err
 	}
-	maxBytes, policies, err := sweepPolicies(o)
+	maxBytes, alone, err := sweepPolicies(o)
 	if err != nil {
 		return nil, err
 	}
-	policies = append(first, policies...)
+	var policies []benchPolicy
+	for _, name := range first {
+		policies = append(policies, benchPolicy{name, "", maxBytes})
+	}
+	policies = append(policies, alone...)
 	args := []string{"-np", fmt.Sprint(o.np), "-x", "LD_PRELOAD=" + lib, "-x", "NCCL_NVLS_ENABLE=0"}
 	for _, e := range env {
 		args = append(args, "-x", e)
 	}
-	args = append(append(args, o.bench, fmt.Sprint(maxBytes)), policies...)
+	args = append(args, o.bench, fmt.Sprint(maxBytes))
+	for _, p := range policies {
+		args = append(args, p.arg())
+	}
 	bar := progressbar.NewOptions(expectedLines(maxBytes, policies), progressbar.OptionSetWriter(log),
 		progressbar.OptionSetDescription("measuring "+strings.Join(o.backends, ", ")), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	cmd := exec.Command(o.mpirun, args...)
@@ -244,9 +250,20 @@ func policyOf(p string) string {
 	return ""
 }
 
+// benchPolicy is one policy of a gpu_bench run: collmux_set_rules(rules)
+// before its turn ("" restores the defaults and tuning table), measured up
+// to max bytes.
+type benchPolicy struct {
+	name, rules string
+	max         uint64
+}
+
+// arg is the policy as gpu_bench takes it: NAME=RULES@MAX.
+func (p benchPolicy) arg() string { return fmt.Sprintf("%s=%s@%d", p.name, p.rules, p.max) }
+
 // sweepPolicies turns the backends into gpu_bench policies
 // (via-B=*:cuda:*:B@max), each up to its size limit, and the largest size.
-func sweepPolicies(o tuneOpts) (uint64, []string, error) {
+func sweepPolicies(o tuneOpts) (uint64, []benchPolicy, error) {
 	size := func(flag, v string) (uint64, error) {
 		r, err := dispatch.ParseRules("*:*:0-"+v+":mpi", flag)
 		if err != nil {
@@ -258,7 +275,7 @@ func sweepPolicies(o tuneOpts) (uint64, []string, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var policies []string
+	var policies []benchPolicy
 	for _, b := range o.backends {
 		if _, ok := dispatch.ParseBackend(b); !ok {
 			return 0, nil, fmt.Errorf("--backends: unknown backend %q", b)
@@ -275,7 +292,7 @@ func sweepPolicies(o tuneOpts) (uint64, []string, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		policies = append(policies, fmt.Sprintf("via-%s=*:cuda:*:%s@%d", b, b, min(lim, top)))
+		policies = append(policies, benchPolicy{"via-" + b, "*:cuda:*:" + b, min(lim, top)})
 	}
 	return top, policies, nil
 }
@@ -283,12 +300,12 @@ func sweepPolicies(o tuneOpts) (uint64, []string, error) {
 // expectedLines is how many CSV lines gpu_bench prints: a header, then for
 // 5 collectives and sizes 8, 16, ... up to max, NCCL's line and one per
 // policy that reaches that size.
-func expectedLines(max uint64, policies []string) int {
+func expectedLines(max uint64, policies []benchPolicy) int {
 	n := 1
 	for b := uint64(8); b <= max; b *= 2 {
 		n += 5
 		for _, p := range policies {
-			if pmax, err := strconv.ParseUint(p[strings.LastIndexByte(p, '@')+1:], 10, 64); err == nil && b <= pmax {
+			if b <= p.max {
 				n += 5
 			}
 		}
