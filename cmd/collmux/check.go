@@ -8,6 +8,7 @@ import (
 
 	"collmux/fused"
 	"collmux/topo"
+	"collmux/topo/nvlink"
 	"collmux/tune"
 )
 
@@ -27,10 +28,10 @@ func checkCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			nv := topo.SystemNVML()
-			defer topo.Shutdown(nv)
-			if o.np == 0 {
-				o.np = len(topo.Probe(nv).GPUs)
+			if o.np == 0 { // one rank per GPU
+				nv := topo.SystemNVML()
+				o.np = len(nvlink.Read(nv).GPUs)
+				topo.Shutdown(nv)
 			}
 			var samples []tune.Sample
 			if len(o.fromCSV) > 0 {
