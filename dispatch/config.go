@@ -143,13 +143,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
 	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
-	c.Timeout = 300
-	if v := strings.TrimSpace(getenv("COLLMUX_TIMEOUT")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 1<<30 {
-			return c, fmt.Errorf("COLLMUX_TIMEOUT=%q: want a positive number of seconds", v)
-		}
-		c.Timeout = n
+	var err error
+	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", 300, 1, 1<<30, "a positive number of seconds"); err != nil {
+		return c, err
 	}
 	switch v := strings.TrimSpace(getenv("COLLMUX_STREAM_ORDER")); v {
 	case "", "default":
@@ -158,13 +154,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("COLLMUX_STREAM_ORDER=%q: want default or none", v)
 	}
-	c.LingerUS = DefaultLingerUS
-	if v := strings.TrimSpace(getenv("COLLMUX_FUSED_LINGER")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 10_000_000 {
-			return c, fmt.Errorf("COLLMUX_FUSED_LINGER=%q: want microseconds from 0 to 10000000", v)
-		}
-		c.LingerUS = n
+	if c.LingerUS, err = intVar(getenv, "COLLMUX_FUSED_LINGER", DefaultLingerUS, 0, 10_000_000, "microseconds from 0 to 10000000"); err != nil {
+		return c, err
 	}
 	c.Rules = DefaultRules()
 	tuned, path, warn, err := tuningRules(getenv)
@@ -184,6 +175,20 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Rules = append(c.Rules, user...)
 	}
 	return c, nil
+}
+
+// intVar reads the integer variable name: def when unset, an error saying
+// what it wants when not a number from lo to hi.
+func intVar(getenv func(string) string, name string, def, lo, hi int, want string) (int, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return def, fmt.Errorf("%s=%q: want %s", name, v, want)
+	}
+	return n, nil
 }
 
 func isTrue(v string) bool {
