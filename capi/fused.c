@@ -85,18 +85,10 @@ static void load(void)
 	size_t len = 0;
 	if (!cmx_cuda_fused_capable() || !cmx_cuda_device(&arch, bus, sizeof bus))
 		return;
-	/* the directory libcollmux.so was loaded from: ahead-of-time kernels sit there */
+	/* the path libcollmux.so was loaded from: ahead-of-time kernels sit beside it */
 	Dl_info di;
-	char libdir[4096] = ".";
-	if (dladdr((void *)&cmx_fused_run, &di) && di.dli_fname && strlen(di.dli_fname) < sizeof libdir) {
-		strcpy(libdir, di.dli_fname);
-		char *slash = strrchr(libdir, '/');
-		if (slash)
-			*slash = 0;
-		else
-			strcpy(libdir, ".");
-	}
-	if (!collmux_go_fused_module(arch, cmx_cuda_driver_version(), libdir, &image, &len))
+	const char *lib = dladdr((void *)&cmx_fused_run, &di) && di.dli_fname ? di.dli_fname : "";
+	if (!collmux_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
 		return;
 	fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
 	/* image stays allocated: with lazy module loading (the default since

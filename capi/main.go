@@ -176,12 +176,12 @@ func collmux_go_routes_for(ranks, nodes, rpn, nvl C.int) *C.cmx_routes {
 }
 
 // collmux_go_fused_module gives C the compiled fused kernels for this GPU:
-// the ahead-of-time image beside the library (libdir), or from the cache,
+// the ahead-of-time image beside the library (lib, its path), or from the cache,
 // or compiled now with NVRTC; the image is malloc'd.
 //
 //export collmux_go_fused_module
-func collmux_go_fused_module(arch, driver C.int, libdir *C.char, image **C.char, size *C.size_t) C.int {
-	if img, path := fused.LoadAOT([]string{filepath.Join(C.GoString(libdir), fused.AOTDir)}, int(arch)); img != nil {
+func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, size *C.size_t) C.int {
+	if img, path := fused.LoadAOT([]string{filepath.Join(filepath.Dir(C.GoString(lib)), fused.AOTDir)}, int(arch)); img != nil {
 		if config.Log >= dispatch.LogInfo {
 			fmt.Fprintf(os.Stderr, "collmux: fused kernels from %s (compiled ahead of time)\n", path)
 		}
