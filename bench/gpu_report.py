@@ -2,8 +2,9 @@
 
 usage: gpu_report.py bench.csv out_prefix "machine description"
 bench.csv is one gpu_bench run with the policies collmux (the defaults),
-staged and fused (every device collective forced to that backend), so that
-every comparison is within one run.
+staged and fused (every device collective forced to that backend), and
+optionally ncclpath (forced to NCCL), so that every comparison is within
+one run.
 Checks issue targets: collmux >= 0.97 x direct NCCL busbw at >= 64 MiB,
 <= 2 us added at 8 B, >= 10 x the staged path at 64 MiB, and the fused
 kernels' latency and speed-up over NCCL.
@@ -75,6 +76,17 @@ def main():
             if c == "allreduce" and b <= 256 << 10:
                 verdicts.append((f"fused allreduce {human(b)}: {tn / tf:.2f}x NCCL (target >= 2)", tn / tf >= 2))
         out.append(f"\nfused is faster than NCCL from 8 B up to {human(crossover) if crossover else 'none'} (largest size of the first winning run).")
+    # collmux's NCCL path (policy "ncclpath", every device collective on
+    # NCCL through MPI_*: interposition, arrival gate, default-stream order)
+    # against NCCL called directly
+    for c in colls:
+        pairs = [(b, rows[(cc, b)]) for (cc, b) in sorted(rows) if cc == c and "ncclpath" in rows[(cc, b)] and "nccl" in rows[(cc, b)]]
+        if not pairs:
+            continue
+        out.append(f"\n## {c} on NCCL through collmux (`*:cuda:*:nccl`) vs NCCL directly\n\n| bytes | nccl µs | through collmux µs | added µs |\n|---|---|---|---|")
+        for b, r in pairs:
+            tn, tp = float(r["nccl"]["time_us"]), float(r["ncclpath"]["time_us"])
+            out.append(f"| {human(b)} | {tn:.1f} | {tp:.1f} | {tp - tn:+.1f} |")
     # where the default policy picks the fused kernels (dispatch.DefaultRules),
     # the collmux column must not be slower than NCCL beyond noise (5%: the
     # spread of repeated small-size runs here)

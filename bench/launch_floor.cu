@@ -1,7 +1,8 @@
 // launch_floor: the least a blocking GPU collective can cost on this
 // machine: one kernel launch and waiting for it, with nothing in the
 // kernel; and, for collmux's resident fused kernel, one round trip through
-// a doorbell in host memory to a kernel that is already running. Built and
+// a doorbell in host memory to a kernel that is already running; and what
+// ordering a call after the legacy default stream adds. Built and
 // run by scripts/gpu-test.sh; the figures go with the benchmark results.
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -93,5 +94,34 @@ int main()
 	for (int i = 0; i < N; i++)
 		cudaStreamQuery(cudaStreamLegacy);
 	printf("cudaStreamQuery(legacy default stream), idle: %.2f us\n", (now_us() - t0) / N);
+
+	// a blocking call on a non-blocking stream, ordered after the legacy
+	// default stream two ways: on the device (event recorded there, waited
+	// for on the stream; the NCCL path) and on the host (a query; the
+	// resident fused kernel, which cannot wait on the device)
+	cudaEvent_t ev;
+	cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	t0 = now_us();
+	for (int i = 0; i < N; i++) {
+		empty<<<1, 512, 0, nb>>>();
+		cudaStreamSynchronize(nb);
+	}
+	double plain = (now_us() - t0) / N;
+	t0 = now_us();
+	for (int i = 0; i < N; i++) {
+		cudaEventRecord(ev, cudaStreamLegacy);
+		cudaStreamWaitEvent(nb, ev, 0);
+		empty<<<1, 512, 0, nb>>>();
+		cudaStreamSynchronize(nb);
+	}
+	printf("launch + sync on a non-blocking stream: %.2f us; ordered after the legacy stream by an event: +%.2f us\n", plain,
+	       (now_us() - t0) / N - plain);
+	t0 = now_us();
+	for (int i = 0; i < N; i++) {
+		cudaStreamQuery(cudaStreamLegacy);
+		empty<<<1, 512, 0, nb>>>();
+		cudaStreamSynchronize(nb);
+	}
+	printf("ordered after the legacy stream by a query: +%.2f us\n", (now_us() - t0) / N - plain);
 	return 0;
 }

@@ -95,6 +95,7 @@ typedef int (*cmx_del_fn)(cmx_h, int, void *, void *);
 typedef struct {
 	int (*Init)(int *, char ***);
 	int (*Init_thread)(int *, char ***, int, int *);
+	int (*Query_thread)(int *);
 	int (*Initialized)(int *);
 	int (*Finalized)(int *);
 	int (*Comm_size)(cmx_h, int *);
@@ -131,9 +132,9 @@ typedef struct {
 	int stats;   /* COLLMUX_STATS set */
 	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
-	int timeout; /* COLLMUX_TIMEOUT: seconds before a fused collective is declared hung */
+	int timeout; /* COLLMUX_TIMEOUT: seconds a device collective waits for its peers before it fails */
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
-	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: fused calls wait for the legacy default stream */
+	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */
@@ -206,11 +207,15 @@ typedef struct cmx_comm {
 	int nccl_state;  /* 0 not tried, 1 ready, -1 unusable */
 	void *nccl;      /* ncclComm_t */
 	void *stream;    /* CUstream of collmux's NCCL work on this comm */
+	void *after_legacy; /* CUevent that orders it after the legacy default stream */
 	void *scratch;   /* device scratch (in-place alltoall), grown on demand */
+	void *scratch_old; /* outgrown, freed at the next call before its gate */
 	size_t scratch_cap;
 	struct cmx_comm *next; /* list of comms holding NCCL state */
 	struct cmx_fused *fused; /* fused-kernel workspace; NULL until tried */
 	int fused_state;         /* 0 not tried, 1 ready, -1 unusable */
+	struct cmx_gate *gate;   /* arrival gate of the device backends (gate.c) */
+	int gate_state;          /* 0 not tried, 1 open, -1 none (ranks on several nodes) */
 	cmx_route_table_t *routes; /* compiled for this communicator's shape */
 	unsigned routes_gen;       /* cmx_routes_gen when routes was set */
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
@@ -233,6 +238,8 @@ int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
 void *cmx_cuda_stream_new(int nonblocking);
 int cmx_cuda_query(void *stream); /* 1 idle, 0 busy, -1 failed */
 int cmx_cuda_legacy_idle(void);    /* waits for the legacy default stream */
+int cmx_cuda_after_legacy(void *stream, void **event); /* stream's next work waits for the legacy stream's, on the device */
+void cmx_cuda_event_free(void *event);
 void cmx_cuda_stream_free(void *stream);
 void *cmx_cuda_malloc(size_t n);
 void cmx_cuda_free(void *p);
@@ -253,6 +260,25 @@ int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
 /* NVRTC (nvrtc.c): compiles src for sm_<arch>; the cubin and log are malloc'd */
 int cmx_nvrtc_compile(const char *src, int arch, char **cubin, size_t *len, char **log);
+
+/* ---- arrival gate (gate.c): device work starts once every rank is in the call ---- */
+typedef struct cmx_gate cmx_gate;
+cmx_gate *cmx_comm_gate(cmx_comm *c); /* collective at first use; NULL: not MPI_THREAD_MULTIPLE, or several nodes */
+void cmx_gate_close(cmx_comm *c);
+void cmx_gate_arrive(cmx_gate *g);                /* this rank is in the next call */
+/* 1 once every rank is in the call. 0 when this rank is not ready (it
+ * gives up at once; the caller reports why) or after COLLMUX_TIMEOUT or
+ * when a peer gave up (reported here); the peers then fail the call too. */
+int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready);
+
+static inline void cmx_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
 
 /* ---- backends ---- */
 /* Each returns 1 and sets *rc when it ran the call, 0 when it declines it

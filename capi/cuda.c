@@ -27,6 +27,10 @@ static struct {
 	CUresult (*StreamDestroy)(CUstream);
 	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*StreamQuery)(CUstream);
+	CUresult (*StreamWaitEvent)(CUstream, void *, unsigned);
+	CUresult (*EventCreate)(void **, unsigned);
+	CUresult (*EventRecord)(void *, CUstream);
+	CUresult (*EventDestroy)(void *);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemAllocHost)(void **, size_t);
@@ -74,6 +78,10 @@ int cmx_cuda_load(void)
 	SYM(StreamDestroy, "cuStreamDestroy_v2");
 	SYM(StreamSynchronize, "cuStreamSynchronize");
 	SYM(StreamQuery, "cuStreamQuery");
+	SYM(StreamWaitEvent, "cuStreamWaitEvent");
+	SYM(EventCreate, "cuEventCreate");
+	SYM(EventRecord, "cuEventRecord");
+	SYM(EventDestroy, "cuEventDestroy_v2");
 	SYM(MemAlloc, "cuMemAlloc_v2");
 	SYM(MemFree, "cuMemFree_v2");
 	SYM(MemAllocHost, "cuMemAllocHost_v2");
@@ -147,8 +155,8 @@ int cmx_cuda_sync(void *stream) { return ok(cu.StreamSynchronize(stream)); }
 /* A blocking stream (flags 0) waits for work the program queued on the
  * legacy default stream, as an MPI call must see buffers the program wrote
  * there. A non-blocking one (CU_STREAM_NON_BLOCKING) neither waits for it
- * nor holds it up: the resident fused kernel's, which orders itself with
- * cmx_cuda_legacy_idle instead. */
+ * nor holds it up: the device backends', which order themselves after it
+ * with an event (NCCL) or a query (the resident fused kernel). */
 void *cmx_cuda_stream_new(int nonblocking)
 {
 	CUstream s = NULL;
@@ -165,11 +173,29 @@ int cmx_cuda_query(void *stream)
 }
 
 /* Waits for what the program queued on the legacy default stream (one
- * query when nothing is, which is the common case). */
+ * query when nothing is, the common case). */
 int cmx_cuda_legacy_idle(void)
 {
 	int q = cmx_cuda_query(CU_STREAM_LEGACY);
 	return q > 0 || (q == 0 && cmx_cuda_sync(CU_STREAM_LEGACY));
+}
+
+/* The work queued next on stream waits, on the device, for what the
+ * program queued on the legacy default stream so far, while the legacy
+ * stream does not wait for it in turn (stream is non-blocking). *event is
+ * created at the first call and kept by the caller. */
+int cmx_cuda_after_legacy(void *stream, void **event)
+{
+	enum { CU_EVENT_DISABLE_TIMING = 2 };
+	if (!*event && !ok(cu.EventCreate(event, CU_EVENT_DISABLE_TIMING)))
+		return 0;
+	return ok(cu.EventRecord(*event, CU_STREAM_LEGACY)) && ok(cu.StreamWaitEvent(stream, *event, 0));
+}
+
+void cmx_cuda_event_free(void *event)
+{
+	if (event)
+		cu.EventDestroy(event);
 }
 
 void cmx_cuda_stream_free(void *s)

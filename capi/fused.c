@@ -146,6 +146,7 @@ static void setup(cmx_comm *c, const void *buf)
 			cmx_log(1, "fused path off for a communicator of %d ranks: %s", c->size, why);
 		return;
 	}
+	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
 	int ok = f && hs && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
@@ -191,14 +192,8 @@ static void setup(cmx_comm *c, const void *buf)
 
 /* ---- the resident kernel ---- */
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
+/* job numbers run 1, 2, ..., 0xffffffff, 1, ...: never 0 (see LL in kernels.cu) */
+static uint32_t next_seq(uint32_t s) { return s + 1 ? s + 1 : 1; }
 
 static int start(struct cmx_fused *f)
 {
@@ -230,7 +225,7 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 		}
 		if (spins % (1u << 16) == 0 && cmx_cuda_query(f->stream) < 0)
 			return 0; /* the kernel faulted */
-		cpu_relax();
+		cmx_cpu_relax();
 	}
 }
 
@@ -240,7 +235,7 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb)
 {
 	volatile bell_t *b = f->bell;
-	const uint32_t s = f->seq = f->seq + 1 ? f->seq + 1 : 1;
+	const uint32_t s = f->seq = next_seq(f->seq);
 	b->code = code, b->in = (uintptr_t)in;
 	__atomic_store_n(&b->seq_a, s, __ATOMIC_RELEASE);
 	b->nb = nb, b->out = (uintptr_t)out;
@@ -338,13 +333,18 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	uint64_t nb = (bytes + 2047) / 2048; /* 2 KiB a block, up to GRID blocks */
 	nb = nb < 1 ? 1 : nb > GRID ? GRID : nb;
 	/* From here the peers run the call too, so a failure is an error,
-	 * never a quiet fallback. The kernel runs beside the program's work,
-	 * not after it: the buffers may come from work still queued on the
-	 * default stream. */
-	if (!cmx_cuda_ctx_for(out) || (cmx_cfg.order_default_stream && !cmx_cuda_legacy_idle()) ||
-	    !ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
-		fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me, n,
-			cmx_cuda_last_error());
+	 * never a quiet fallback. The job is rung after the program's work on
+	 * the legacy default stream, which the kernel does not wait for by
+	 * itself (a host query: a marker written by that stream would land
+	 * later than the doorbell, docs/design.md), and, under
+	 * MPI_THREAD_MULTIPLE, once every rank is in the call (gate.c). */
+	cmx_gate_arrive(c->gate);
+	const int ready = cmx_cuda_ctx_for(out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
+	const int go = cmx_gate_wait(c->gate, a, ready);
+	if (!go || !ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
+		if (!ready || go) /* else the gate said why */
+			fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me,
+				n, cmx_cuda_last_error());
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}

@@ -239,6 +239,7 @@ static void resolve_pmpi(void)
 	}
 	RESOLVE(Init);
 	RESOLVE(Init_thread);
+	RESOLVE(Query_thread);
 	RESOLVE(Initialized);
 	RESOLVE(Finalized);
 	RESOLVE(Comm_size);
@@ -339,6 +340,7 @@ static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 	(void)comm, (void)keyval, (void)extra;
 	cmx_nccl_release(val);
 	cmx_fused_release(val);
+	cmx_gate_close(val);
 	free(val);
 	__atomic_fetch_sub(&cmx_live_comms, 1, __ATOMIC_RELAXED);
 	return 0;

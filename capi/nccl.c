@@ -105,7 +105,10 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle);
 	if (!msg.ok)
 		return;
-	c->stream = cmx_cuda_stream_new(0);
+	/* non-blocking: the program's copies on the legacy default stream
+	 * must not wait for a kernel that waits for the peers; each call
+	 * waits for the program's work there with an event instead */
+	c->stream = cmx_cuda_stream_new(1);
 	int r = c->stream ? nc.CommInitRank(&c->nccl, c->size, msg.id, c->rank) : -1;
 	if (!cmx_comm_agree(c, r == 0)) {
 		cmx_log(0, "NCCL communicator set-up failed (%s): this communicator's device collectives take the staged path",
@@ -115,6 +118,7 @@ static void setup(cmx_comm *c, const void *buf)
 		return;
 	}
 	c->nccl_state = 1;
+	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	pthread_mutex_lock(&list_mu);
 	c->next = with_nccl;
 	with_nccl = c;
@@ -135,8 +139,10 @@ void cmx_nccl_release(cmx_comm *c)
 	if (c->nccl)
 		nc.CommDestroy(c->nccl);
 	cmx_cuda_free(c->scratch);
+	cmx_cuda_free(c->scratch_old);
 	cmx_cuda_stream_free(c->stream);
-	c->nccl = c->stream = c->scratch = NULL;
+	cmx_cuda_event_free(c->after_legacy);
+	c->nccl = c->stream = c->scratch = c->scratch_old = c->after_legacy = NULL;
 	c->scratch_cap = 0;
 	c->nccl_state = -1;
 }
@@ -147,10 +153,13 @@ void cmx_nccl_release_all(void)
 		cmx_nccl_release(with_nccl);
 }
 
+/* Grows the scratch buffer. The old one is freed at the next call, before
+ * its gate: freeing memory waits for the whole device, which must not
+ * happen while the peers' kernels wait for this rank's (gate.c). */
 static void *scratch(cmx_comm *c, size_t n)
 {
 	if (c->scratch_cap < n) {
-		cmx_cuda_free(c->scratch);
+		c->scratch_old = c->scratch;
 		c->scratch = cmx_cuda_malloc(n);
 		c->scratch_cap = c->scratch ? n : 0;
 	}
@@ -376,15 +385,23 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, any);
 	if (c->nccl_state != 1)
 		return 0;
-	/* the peers run NCCL now: a failure is an error, not a fallback */
-	int r = cmx_cuda_ctx_for(any) ? enqueue(c, a) : -1;
+	/* the peers run NCCL now: a failure is an error, not a fallback.
+	 * Under MPI_THREAD_MULTIPLE, NCCL's kernels start once every rank is
+	 * in the call (gate.c) */
+	cmx_cuda_free(c->scratch_old);
+	c->scratch_old = NULL;
+	cmx_gate_arrive(c->gate);
+	const int ready = cmx_cuda_ctx_for(any) && (!cmx_cfg.order_default_stream || cmx_cuda_after_legacy(c->stream, &c->after_legacy));
+	const int go = cmx_gate_wait(c->gate, a, ready);
+	int r = go ? enqueue(c, a) : -1;
 	if (r == -2)
 		return 0; /* not expressible: the dispatcher stages it */
 	if (r == 0 && !cmx_cuda_sync(c->stream))
 		r = -1;
 	if (r != 0) {
-		fprintf(stderr, "collmux: %s on rank %d of %d failed in NCCL: %s\n", cmx_fn_names[a->fn], c->rank, c->size,
-			r > 0 ? nc.GetErrorString(r) : "CUDA error");
+		if (!ready || go) /* else the gate said why */
+			fprintf(stderr, "collmux: %s on rank %d of %d failed in NCCL: %s\n", cmx_fn_names[a->fn], c->rank, c->size,
+				r > 0 ? nc.GetErrorString(r) : "CUDA error");
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}

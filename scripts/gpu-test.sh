@@ -81,6 +81,15 @@ for mode in linger200 linger0 nccl; do
   grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
 done
 
+# kernels compiled ahead of time (as CMake does where nvcc exists) are
+# loaded from collmux-kernels/ beside the library instead of NVRTC
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
+$CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum fused/kernels.cu | cut -c1-24).cubin fused/kernels.cu
+run "$NGPU" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
+grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
+result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
+
 if [ "$NGPU" -ge 2 ]; then
   timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
   rc=$?
@@ -90,12 +99,16 @@ if [ "$NGPU" -ge 2 ]; then
 fi
 
 if [ "$NGPU" -ge 2 ]; then
-  start=$(date +%s)
-  timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_TIMEOUT=3 $B/hang > $B/hang.out 2>&1
-  rc=$?
-  grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
-  [ $rc != 124 ] && grep -q "ranks 1 did not arrive" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
-  result $? "watchdog: a fused call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3, naming rank 1 ($(( $(date +%s) - start )) s)"
+  # the fused kernel's watchdog; the arrival gate (MPI_THREAD_MULTIPLE) of either backend
+  for mode in "fused single" "fused multiple" "nccl multiple"; do
+    set -- $mode
+    start=$(date +%s)
+    timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" -x COLLMUX_TIMEOUT=3 $B/hang $2 > $B/hang.out 2>&1
+    rc=$?
+    grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
+    [ $rc != 124 ] && grep -q "ranks 1 did not arrive" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
+    result $? "watchdog ($mode): a call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3, naming rank 1 ($(( $(date +%s) - start )) s)"
+  done
 fi
 
 run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
@@ -107,9 +120,9 @@ echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
 
 if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu && $B/launch_floor | tee "$OUT/launch-floor.txt"
-  # one run: NCCL directly, the default policy, staged and fused alone
+  # one run: NCCL directly, the default policy, staged, fused and NCCL (through collmux) alone
   timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
-    fused="*:cuda:*:fused@$((8 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
+    fused="*:cuda:*:fused@$((8 << 20))" ncclpath="*:cuda:*:nccl@$((1 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
   python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi

@@ -5,8 +5,9 @@
  * ranks (a rank must never choose another protocol for its alignment),
  * counts that are not a multiple of the vector width, the LL limit and one
  * past it, in place; and two communicators used at once by two threads
- * (MPI_THREAD_MULTIPLE), each with its own resident kernel, interleaved
- * with calls on MPI_COMM_WORLD. Run it with NCCL forced as well.
+ * (MPI_THREAD_MULTIPLE), each with its own resident kernel, with
+ * cudaFree (which waits for the whole device) between calls, and copies
+ * on the legacy default stream. Run it with NCCL forced as well.
  * Prints "edges: N ranks, F failures".
  */
 #include <mpi.h>
@@ -47,6 +48,13 @@ static void check(MPI_Comm comm, char *base, char *out, size_t off, size_t n, in
 			fail(in_place ? "allreduce in place" : "allreduce", off, n, i, h[i], want);
 			break;
 		}
+	}
+	/* a device-wide wait (cudaFree) in one thread while the other may be
+	 * in a collective whose peer is in cudaFree too: this must not hang */
+	if (comm != MPI_COMM_WORLD) {
+		void *t;
+		CUDA_OK(cudaMalloc(&t, 256));
+		CUDA_OK(cudaFree(t));
 	}
 	/* allgather: n bytes from each rank, rank r's bytes all r+salt */
 	unsigned char *g = malloc(n * (size_t)p);

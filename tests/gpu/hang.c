@@ -1,10 +1,12 @@
 /*
- * hang: every rank makes one fused all-reduce, then rank 1 skips the
- * second. With COLLMUX_TIMEOUT set, collmux's watchdog must turn the
- * second call into an error on the other ranks, naming rank 1, instead of
- * hanging.
+ * hang: every rank makes one device all-reduce (fused or NCCL, as
+ * COLLMUX_RULES says), then rank 1 skips the second. With COLLMUX_TIMEOUT
+ * set, collmux must turn the second call into an error on the other ranks,
+ * naming rank 1, instead of hanging: the fused kernel's own watchdog, or,
+ * with the argument "multiple" (MPI_THREAD_MULTIPLE), the arrival gate.
  */
 #include <mpi.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpu_common.h"
@@ -14,7 +16,8 @@ int main(int argc, char **argv)
 	gpu_select();
 	int rank;
 	float *dev;
-	MPI_Init(&argc, &argv);
+	int provided;
+	MPI_Init_thread(&argc, &argv, argc > 1 && strcmp(argv[1], "multiple") == 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	CUDA_OK(cudaMalloc((void **)&dev, 64 * sizeof(float)));

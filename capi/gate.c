@@ -1,0 +1,190 @@
+/*
+ * gate.c: the arrival gate of a communicator whose ranks share a node, in
+ * programs that call MPI from several threads at once.
+ *
+ * The device backends' kernels wait for their peers' kernels on the GPU.
+ * Were a rank to start its part before every peer had entered the call,
+ * CUDA calls that wait for the whole device could deadlock across ranks:
+ * thread X of rank 0 calls cudaFree, which waits for rank 0's kernel of
+ * collective B, which waits for rank 1's thread Y to enter B; Y is in
+ * cudaFree itself, waiting for rank 1's kernel of collective A, which
+ * waits for X to enter A. An MPI program that is correct under MPI alone
+ * must not hang under collmux, so device work starts only once every rank
+ * is in the call: each rank raises its counter in a page of shared memory
+ * and waits for everyone's. A kernel then waits only for peers that are
+ * already launching theirs. The wait is also the watchdog: a rank that
+ * never arrives becomes an error naming it, before any GPU work is queued.
+ *
+ * With one thread in MPI at a time (below MPI_THREAD_MULTIPLE) the cycle
+ * cannot close: a rank's only collmux work on the GPU is the call its one
+ * MPI thread is in, so a device-wide wait on a rank that is not in a call
+ * ends. Those programs get no gate and keep the overlap of one call's
+ * start with the end of the last (the gate costs a bcast of 16 MiB on
+ * NCCL 15 µs, docs/results/gpu-2026-11-29-gate). Ranks on several nodes
+ * have no gate either (NCCL's inter-node calls keep the hazard, as NCCL
+ * documents).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmx.h"
+
+#define ABANDONED (1ull << 63) /* a rank gave up on the call it holds */
+
+typedef struct {
+	_Alignas(64) uint64_t seq; /* the last call the rank entered */
+} slot_t;
+
+struct cmx_gate {
+	slot_t *slot;
+	size_t len;
+	int n, me;
+	uint64_t seq;
+	int broken; /* a call timed out: the counters no longer match calls */
+};
+
+/* Collective over c. NULL (on every rank alike) when the ranks span nodes
+ * or the shared page cannot be set up. */
+static struct cmx_gate *gate_open(const cmx_comm *c)
+{
+	char *hosts = calloc((size_t)c->size, 64), me[64];
+	cmx_node_name(c->rank, c->size, me, sizeof me);
+	int one_node = hosts && cmx_px.Allgather(me, 64, cmx_abi.byte, hosts, 64, cmx_abi.byte, c->handle) == 0;
+	for (int p = 1; p < c->size && one_node; p++)
+		one_node = strcmp(hosts + 64 * p, hosts) == 0;
+	free(hosts);
+	enum { THREAD_MULTIPLE = 3 }; /* MPI_THREAD_MULTIPLE in Open MPI, MPICH and the MPI-5 ABI */
+	int level = 0;
+	if (!cmx_px.Query_thread || cmx_px.Query_thread(&level) != 0)
+		level = 0;
+	if (!cmx_comm_agree(c, one_node && level == THREAD_MULTIPLE))
+		return NULL;
+
+	static unsigned made;
+	struct {
+		char name[48];
+		int ok;
+	} msg = {{0}, 0};
+	size_t len = ((size_t)c->size * sizeof(slot_t) + 4095) & ~(size_t)4095;
+	int fd = -1;
+	if (c->rank == 0) {
+		snprintf(msg.name, sizeof msg.name, "/collmux-gate-%d-%u", (int)getpid(), __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED));
+		fd = shm_open(msg.name, O_RDWR | O_CREAT | O_EXCL, 0600);
+		msg.ok = fd >= 0 && ftruncate(fd, (off_t)len) == 0;
+	}
+	if (cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle) != 0)
+		msg.ok = 0;
+	if (c->rank != 0 && msg.ok)
+		fd = shm_open(msg.name, O_RDWR, 0600);
+	void *p = fd >= 0 && msg.ok ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	struct cmx_gate *g = p != MAP_FAILED ? calloc(1, sizeof *g) : NULL;
+	int ok = cmx_comm_agree(c, g != NULL);
+	if (c->rank == 0 && msg.name[0])
+		shm_unlink(msg.name); /* every rank has it mapped, or none needs it */
+	if (!ok) {
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		free(g);
+		cmx_log(1, "no arrival gate for a communicator of %d ranks on one node: shared memory failed", c->size);
+		return NULL;
+	}
+	*g = (struct cmx_gate){.slot = p, .len = len, .n = c->size, .me = c->rank};
+	if (c->rank == 0)
+		cmx_log(1, "arrival gate for a communicator of %d ranks (MPI_THREAD_MULTIPLE)", c->size);
+	return g;
+}
+
+cmx_gate *cmx_comm_gate(cmx_comm *c)
+{
+	if (c->gate_state == 0) {
+		c->gate = gate_open(c);
+		c->gate_state = c->gate ? 1 : -1;
+	}
+	return c->gate;
+}
+
+void cmx_gate_close(cmx_comm *c)
+{
+	if (c->gate) {
+		munmap(c->gate->slot, c->gate->len);
+		free(c->gate);
+	}
+	c->gate = NULL;
+	c->gate_state = -1;
+}
+
+void cmx_gate_arrive(cmx_gate *g)
+{
+	if (g && !g->broken)
+		__atomic_store_n(&g->slot[g->me].seq, ++g->seq, __ATOMIC_RELEASE);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Waits for rank p to enter the gate's current call: 1 when it has, 0
+ * after the time limit (counted from *start, set at the first check), -1
+ * when p gave up on the call. */
+static int await_rank(const cmx_gate *g, int p, uint64_t *start)
+{
+	for (unsigned spins = 1;; spins++) {
+		uint64_t v = __atomic_load_n(&g->slot[p].seq, __ATOMIC_ACQUIRE);
+		if (v & ABANDONED)
+			return -1;
+		if (v >= g->seq)
+			return 1;
+		if (spins % 1024 == 0) {
+			uint64_t t = now_ns();
+			*start = *start ? *start : t;
+			if (t - *start > (uint64_t)cmx_cfg.timeout * 1000000000ull)
+				return 0;
+		}
+		cmx_cpu_relax();
+	}
+}
+
+int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready)
+{
+	if (!g)
+		return ready;
+	const char *fn = cmx_fn_names[a->fn];
+	if (g->broken) {
+		fprintf(stderr, "collmux: %s on rank %d of %d: an earlier device collective on this communicator timed out\n", fn, g->me,
+			g->n);
+		return 0;
+	}
+	uint64_t start = 0;
+	int p = 0, r = ready ? 1 : -2;
+	for (; p < g->n && r == 1; p++)
+		r = await_rank(g, p, &start);
+	if (r == 1)
+		return 1;
+	/* this rank gives up too, and says so in its slot: peers that arrive
+	 * later fail at once rather than match this call with their next */
+	g->broken = 1;
+	__atomic_store_n(&g->slot[g->me].seq, g->seq | ABANDONED, __ATOMIC_RELEASE);
+	if (r == -2)
+		return 0; /* this rank failed before the call: the caller says why */
+	if (r == -1) {
+		fprintf(stderr, "collmux: %s on rank %d of %d: rank %d gave up on this call\n", fn, g->me, g->n, p - 1);
+		return 0;
+	}
+	fprintf(stderr, "collmux: %s on rank %d of %d: ranks", fn, g->me, g->n);
+	for (int q = 0; q < g->n; q++)
+		if ((__atomic_load_n(&g->slot[q].seq, __ATOMIC_ACQUIRE) & ~ABANDONED) < g->seq)
+			fprintf(stderr, " %d", q);
+	fprintf(stderr, " did not arrive within COLLMUX_TIMEOUT=%d s; device collectives on this communicator now fail\n", cmx_cfg.timeout);
+	return 0;
+}
