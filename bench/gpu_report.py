@@ -1,6 +1,8 @@
 """Turns gpu_bench CSV output into the results table (Markdown) and plots.
 
-usage: gpu_report.py bench.csv out_prefix "machine description"
+usage: gpu_report.py bench.csv out_prefix "machine description" routes.txt
+routes.txt is what `collmux routes` printed for the library benchmarked:
+where the default policy sends device collectives to the fused kernels.
 bench.csv is one gpu_bench run with the policies collmux (the defaults),
 staged and fused (every device collective forced to that backend), and
 optionally ncclpath (forced to NCCL), so that every comparison is within
@@ -29,8 +31,28 @@ def human(n):
     return str(n)
 
 
+def size(text):
+    """Bytes of a `collmux routes` bound: 8M, 8M+1, 4096, inf."""
+    if text == "inf":
+        return float("inf")
+    base, _, plus = text.partition("+")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(base[-1], 1)
+    return int(base.rstrip("KMG")) * mult + int(plus or 0)
+
+
+def fused_limits(path):
+    """Largest size the default policy sends to the fused kernels, per collective."""
+    top = {}
+    with open(path) as f:
+        for line in f:
+            cols = line.split()
+            if len(cols) >= 5 and cols[1] == "cuda" and cols[4] == "fused":
+                top[cols[0]] = max(top.get(cols[0], 0), size(cols[3].split("-", 1)[1]))
+    return top
+
+
 def main():
-    main_csv, prefix, machine = sys.argv[1:4]
+    main_csv, prefix, machine, routes = sys.argv[1:5]
     rows = load(main_csv)
     colls = sorted({c for c, _ in rows}, key=lambda c: ["allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"].index(c))
     out = [f"# Device-buffer collectives: collmux vs NCCL vs staged\n\n{machine}\n",
@@ -87,17 +109,16 @@ def main():
         for b, r in pairs:
             tn, tp = float(r["nccl"]["time_us"]), float(r["ncclpath"]["time_us"])
             out.append(f"| {human(b)} | {tn:.1f} | {tp:.1f} | {tp - tn:+.1f} |")
-    # where the default policy picks the fused kernels (dispatch.DefaultRules),
+    # where the default policy picks the fused kernels (as `collmux routes` says),
     # the collmux column must not be slower than NCCL beyond noise (5%: the
     # spread of repeated small-size runs here)
-    fused_default = {"allreduce": 8 << 20, "allgather": 8 << 20, "alltoall": 8 << 20, "bcast": 8 << 20}
-    for c, top in fused_default.items():
+    for c, top in fused_limits(routes).items():
         sizes = [(b, rows[(cc, b)]) for (cc, b) in sorted(rows) if cc == c and b <= top and "nccl" in rows[(cc, b)] and "collmux" in rows[(cc, b)]]
         if not sizes:
             continue
         slower = [human(b) for b, r in sizes if float(r["collmux"]["time_us"]) > 1.05 * float(r["nccl"]["time_us"])]
         mean = sum(float(r["nccl"]["time_us"]) / float(r["collmux"]["time_us"]) for _, r in sizes) / len(sizes)
-        verdicts.append((f"default policy (fused) {c} 8 B-{human(top)}: mean speed-up {mean:.2f}x over NCCL, "
+        verdicts.append((f"default policy (fused) {c} 8 B-{human(top) if top != float('inf') else 'inf'}: mean speed-up {mean:.2f}x over NCCL, "
                          f"slower than NCCL by >5% at {len(slower)} of {len(sizes)} sizes {slower}", not slower))
     out.append("\n## Targets\n")
     for text, ok in verdicts:

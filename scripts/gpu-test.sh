@@ -123,7 +123,8 @@ if [ "${BENCH:-1}" = 1 ]; then
   # one run: NCCL directly, the default policy, staged, fused and NCCL (through collmux) alone
   timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
     fused="*:cuda:*:fused@$((8 << 20))" ncclpath="*:cuda:*:nccl@$((1 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
-  python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" > /dev/null
+  build/collmux routes > $B/routes.txt
+  python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" $B/routes.txt > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi
 [ "$FAIL" = 0 ]
