@@ -182,10 +182,13 @@ int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready)
 		fprintf(stderr, "collmux: %s on rank %d of %d: rank %d gave up on this call\n", fn, g->me, g->n, p - 1);
 		return 0;
 	}
-	fprintf(stderr, "collmux: %s on rank %d of %d: ranks", fn, g->me, g->n);
-	for (int q = 0; q < g->n; q++)
+	char missing[256] = "";
+	size_t len = 0;
+	for (int q = 0; q < g->n && len < sizeof missing - 16; q++)
 		if ((__atomic_load_n(&g->slot[q].seq, __ATOMIC_ACQUIRE) & ~ABANDONED) < g->seq)
-			fprintf(stderr, " %d", q);
-	fprintf(stderr, " did not arrive within COLLMUX_TIMEOUT=%d s; device collectives on this communicator now fail\n", cmx_cfg.timeout);
+			len += (size_t)snprintf(missing + len, sizeof missing - len, " %d", q);
+	/* one write, so that the ranks' reports do not interleave */
+	fprintf(stderr, "collmux: %s on rank %d of %d: ranks%s%s did not arrive within COLLMUX_TIMEOUT=%d s; device collectives on this communicator now fail\n",
+		fn, g->me, g->n, missing, len < sizeof missing - 16 ? "" : " ...", cmx_cfg.timeout);
 	return 0;
 }
