@@ -225,6 +225,7 @@ extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force chang
 int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */
 void cmx_set_fast_paths(void);              /* recompute forward_only / host_fast from the configuration */
 cmx_comm *cmx_comm_get(cmx_h comm);
+int cmx_comm_shape(cmx_comm *c); /* collective: learns c->nodes, rpn and nvlink; 0 on failure */
 extern int cmx_live_comms;
 
 /* ---- CUDA (cuda.c): the driver, loaded with dlopen ---- */

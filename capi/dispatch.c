@@ -22,11 +22,10 @@ int cmx_live_comms;
  * MPI_* calls; those must go straight to MPI. */
 static __thread int depth;
 
-/* Routes for a communicator's shape (ranks, nodes, most ranks on a node,
- * and, if rules ask, the least NVLink class of its nodes), learnt with one
- * allgather when the communicator is first used. All ranks reach this in
- * the same collective call. */
-static int shape_routes(cmx_comm *c)
+/* Learns a communicator's shape (nodes, most ranks on a node, and, if
+ * rules ask, the least NVLink class of its nodes) with one allgather. All
+ * ranks reach this in the same collective call. */
+int cmx_comm_shape(cmx_comm *c)
 {
 	typedef struct {
 		char host[64];
@@ -58,7 +57,15 @@ static int shape_routes(cmx_comm *c)
 	}
 	free(all);
 	c->nodes = nodes, c->rpn = rpn, c->nvlink = nvlink;
-	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, nodes, rpn, nvlink < 0 ? 0 : nvlink);
+	return 1;
+}
+
+/* Routes for a communicator's shape, learnt when it is first used. */
+static int shape_routes(cmx_comm *c)
+{
+	if (!cmx_comm_shape(c))
+		return 0;
+	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
 	return c->routes != NULL;
 }
 

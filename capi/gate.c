@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,14 +50,10 @@ struct cmx_gate {
 
 /* Collective over c. NULL (on every rank alike) when the ranks span nodes
  * or the shared page cannot be set up. */
-static struct cmx_gate *gate_open(const cmx_comm *c)
+static struct cmx_gate *gate_open(cmx_comm *c)
 {
-	char *hosts = calloc((size_t)c->size, 64), me[64];
-	cmx_node_name(c->rank, c->size, me, sizeof me);
-	int one_node = hosts && cmx_px.Allgather(me, 64, cmx_abi.byte, hosts, 64, cmx_abi.byte, c->handle) == 0;
-	for (int p = 1; p < c->size && one_node; p++)
-		one_node = strcmp(hosts + 64 * p, hosts) == 0;
-	free(hosts);
+	/* the shape is known on every rank or on none (shape rules are global) */
+	const int one_node = (c->nodes || cmx_comm_shape(c)) && c->nodes == 1;
 	enum { THREAD_MULTIPLE = 3 }; /* MPI_THREAD_MULTIPLE in Open MPI, MPICH and the MPI-5 ABI */
 	int level = 0;
 	if (!cmx_px.Query_thread || cmx_px.Query_thread(&level) != 0)

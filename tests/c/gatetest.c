@@ -1,8 +1,8 @@
 /*
  * gatetest: collmux's arrival gate (capi/gate.c, compiled into this
  * program) over real MPI, without a GPU. The few collmux internals the
- * gate uses are provided here directly over MPI. Run on 3 ranks with one
- * mode:
+ * gate uses are provided here, over MPI where they communicate. Run on 3
+ * ranks with one mode:
  *   order    under MPI_THREAD_MULTIPLE, over 200 calls whose ranks arrive
  *            in a different order each time, no rank passes a call before
  *            every rank has entered it
@@ -40,11 +40,13 @@ void cmx_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* GATETEST_NODES=2 puts the upper half of the ranks on another "node" */
-void cmx_node_name(int rank, int size, char *buf, int len)
+/* one node, or as many as GATETEST_NODES says (as the host-name
+ * allgather of dispatch.c would find them) */
+int cmx_comm_shape(cmx_comm *c)
 {
 	const char *n = getenv("GATETEST_NODES");
-	snprintf(buf, (size_t)len, "node%d", n && atoi(n) > 1 ? rank * 2 / size : 0);
+	c->nodes = n && atoi(n) > 1 ? atoi(n) : 1;
+	return 1;
 }
 
 int cmx_comm_agree(const cmx_comm *c, int ok)
