@@ -136,8 +136,9 @@ int main(int argc, char **argv)
 			one(c, i % 2, s, r, 64);
 	if (rank == 0)
 		printf("collective,path,bytes,time_us,algbw_GBs,busbw_GBs\n");
+	const char *only = getenv("GPU_BENCH_ONLY"); /* one collective by name */
 	for (int c = 0; c < NCOLL; c++)
-		for (size_t b = 8; b <= maxb; b *= 2) {
+		for (size_t b = 8; b <= maxb && (!only || strcmp(only, names[c]) == 0); b *= 2) {
 			size_t bytes = b < (size_t)4 * size ? (size_t)4 * size : b; /* at least one float per rank */
 			int iters = bytes <= (1 << 20) ? 50 : bytes <= (64 << 20) ? 10 : 3;
 			/* BATCHES batches of iters calls per path (NCCL directly, then

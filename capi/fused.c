@@ -23,6 +23,7 @@
 #define MAX_BLOCKS 64 /* CMX_MAX_BLOCKS in kernels.cu */
 #define GRID 32       /* blocks of the resident kernel; a job uses 1 to GRID */
 #define LL_MAX (256u << 10) /* CMX_LL_MAX in kernels.cu */
+#define LL_ONE (512 * 4 * 8) /* one block's LL batch: 512 threads, CMX_LL_BATCH lines of 8 bytes */
 #define SLOT (8u << 20)
 #define FLAGS_BYTES (MAX_BLOCKS * MAX_RANKS * 4)
 #define CTL_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
@@ -330,7 +331,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (c->fused_state != 1)
 		return 0;
 	struct cmx_fused *f = c->fused;
-	uint64_t nb = (bytes + 2047) / 2048; /* 2 KiB a block, up to GRID blocks */
+	/* Blocks: an LL job up to LL_ONE runs in one block, one batch a
+	 * thread (no other block to publish the job to or wait for); other
+	 * jobs take a block per 2 KiB, more blocks pushing more lines over
+	 * NVLink at once (docs/results/gpu-2026-11-30-ll: fewer, fuller
+	 * blocks were slower from 32 KiB up). At most GRID. */
+	const uint64_t per = code & JOB_LL && bytes <= LL_ONE ? LL_ONE : 2048;
+	uint64_t nb = (bytes + per - 1) / per;
 	nb = nb < 1 ? 1 : nb > GRID ? GRID : nb;
 	/* From here the peers run the call too, so a failure is an error,
 	 * never a quiet fallback. The job is rung after the program's work on

@@ -261,28 +261,6 @@ __device__ __forceinline__ void st_ll(char *p, uint2 d, u32 seq)
 {
 	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(seq), "r"(d.y), "r"(seq) : "memory");
 }
-// one line from rank `from`; after a timeout (err bit set) the thread
-// stops waiting for its later lines too
-__device__ uint2 ld_ll(const char *p, const Call &C, int from, bool *gave_up)
-{
-	u64 t0 = 0;
-	for (unsigned spins = 0; !*gave_up; spins++) {
-		uint4 v = ld_volatile16(p);
-		if (v.y == C.epoch && v.w == C.epoch)
-			return make_uint2(v.x, v.z);
-		if ((spins & 1023) == 0) {
-			u64 t = now_ns();
-			if (!t0)
-				t0 = t;
-			else if (t - t0 > C.timeout_ns) {
-				atomicOr(C.err, 1u << from);
-				*gave_up = true;
-			}
-		}
-	}
-	return make_uint2(0, 0);
-}
-
 // 8 bytes of the program's buffer at any alignment (past L1, see ld_cg*)
 __device__ __forceinline__ uint2 in8(const char *p)
 {
@@ -306,33 +284,89 @@ __device__ __forceinline__ void out8(char *p, uint2 v)
 		p[k] = ((const char *)&v)[k];
 }
 
+// A thread's lines, CMX_LL_BATCH at a time (lines base + u * stride below
+// end): every load of a batch is issued before any result is used, so a
+// batch costs one memory latency, not one per line.
+#define CMX_LL_BATCH 4
+
+// the batch's lines from rank `from`, polled together until each carries
+// the job's number; after a timeout (err bit set) the thread stops waiting
+// for this and its later lines
+__device__ void ld_ll(const char *area, u64 base, u64 stride, u64 end, const Call &C, int from, bool *gave_up, uint2 *x)
+{
+	u32 missing = 0;
+#pragma unroll
+	for (int u = 0; u < CMX_LL_BATCH; u++)
+		if (base + u * stride < end) {
+			missing |= 1u << u;
+			x[u] = make_uint2(0, 0);
+		}
+	u64 t0 = 0;
+	for (unsigned spins = 0; missing && !*gave_up; spins++) {
+		uint4 v[CMX_LL_BATCH];
+#pragma unroll
+		for (int u = 0; u < CMX_LL_BATCH; u++)
+			if (missing >> u & 1)
+				v[u] = ld_volatile16(area + (base + u * stride) * 16);
+#pragma unroll
+		for (int u = 0; u < CMX_LL_BATCH; u++)
+			if ((missing >> u & 1) && v[u].y == C.epoch && v[u].w == C.epoch) {
+				x[u] = make_uint2(v[u].x, v[u].z);
+				missing &= ~(1u << u);
+			}
+		if (missing && (spins & 1023) == 0) {
+			u64 t = now_ns();
+			if (!t0)
+				t0 = t;
+			else if (t - t0 > C.timeout_ns) {
+				atomicOr(C.err, 1u << from);
+				*gave_up = true;
+			}
+		}
+	}
+}
+
 template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
 {
 	u64 lo, hi;
 	my_range(count * sizeof(T), nb, &lo, &hi);
-	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
-		const uint2 d = in8(in + i * 8);
-		for (int p = 0; p < C.n; p++)
-			if (p != C.me)
-				st_ll(P.ll[p] + C.me * CMX_LL_SLOT + i * 16, d, C.epoch);
-	}
+	const u64 end = hi / 8, stride = blockDim.x;
 	bool gave_up = false;
-	// rank order (0, 1, ..., n-1), as in allreduce: the same bits everywhere
-	for (u64 i = lo / 8 + threadIdx.x; i < hi / 8; i += blockDim.x) {
+	for (u64 base = lo / 8 + threadIdx.x; base < end; base += CMX_LL_BATCH * stride) {
+		uint2 mine[CMX_LL_BATCH], x[CMX_LL_BATCH];
 		union {
 			uint2 v;
 			T e[8 / sizeof(T)];
-		} acc, x;
-		for (int p = 0; p < C.n; p++) {
-			x.v = p == C.me ? in8(in + i * 8) : ld_ll(P.ll[C.me] + p * CMX_LL_SLOT + i * 16, C, p, &gave_up);
-			if (p == 0)
-				acc.v = x.v;
-			else
+		} acc[CMX_LL_BATCH], y;
 #pragma unroll
-				for (int k = 0; k < 8 / (int)sizeof(T); k++)
-					acc.e[k] = R::f(acc.e[k], x.e[k]);
+		for (int u = 0; u < CMX_LL_BATCH; u++)
+			if (base + u * stride < end)
+				mine[u] = in8(in + (base + u * stride) * 8);
+		for (int p = 0; p < C.n; p++)
+			if (p != C.me)
+#pragma unroll
+				for (int u = 0; u < CMX_LL_BATCH; u++)
+					if (base + u * stride < end)
+						st_ll(P.ll[p] + C.me * CMX_LL_SLOT + (base + u * stride) * 16, mine[u], C.epoch);
+		// rank order (0, 1, ..., n-1), as in allreduce: the same bits everywhere
+		for (int p = 0; p < C.n; p++) {
+			if (p != C.me)
+				ld_ll(P.ll[C.me] + p * CMX_LL_SLOT, base, stride, end, C, p, &gave_up, x);
+#pragma unroll
+			for (int u = 0; u < CMX_LL_BATCH; u++) {
+				y.v = p == C.me ? mine[u] : x[u];
+				if (p == 0)
+					acc[u].v = y.v;
+				else
+#pragma unroll
+					for (int k = 0; k < 8 / (int)sizeof(T); k++)
+						acc[u].e[k] = R::f(acc[u].e[k], y.e[k]);
+			}
 		}
-		out8(out + i * 8, acc.v);
+#pragma unroll
+		for (int u = 0; u < CMX_LL_BATCH; u++)
+			if (base + u * stride < end)
+				out8(out + (base + u * stride) * 8, acc[u].v);
 	}
 }
 
@@ -400,9 +434,10 @@ __device__ __forceinline__ void st_release_gpu64(u64 *p, u64 v)
 	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-// Block 0 waits for the job after `last` at the doorbell and publishes it to the other
-// blocks; after linger_ns without one it stops the instance instead (and
-// says so at the doorbell, so the host launches a new one). 0: stop.
+// Block 0 waits for the job after `last` at the doorbell and publishes it
+// to the other blocks, if it has any; after linger_ns without one it stops
+// the instance instead (and says so at the doorbell, so the host launches
+// a new one). 0: stop.
 __device__ int take_job(const Ring &R, u32 last, Job *J)
 {
 	const u32 want = next_seq(last);
@@ -416,8 +451,10 @@ __device__ int take_job(const Ring &R, u32 last, Job *J)
 			J->seq = want, J->code = a.y, J->in = a.z | (u64)a.w << 32;
 			J->nb = b.y, J->out = b.z | (u64)b.w << 32;
 			J->root = c.y, J->n = c.z | (u64)c.w << 32;
-			R.ctl->job = *J;
-			st_release_gpu64(&R.ctl->go, (u64)J->nb << 32 | want);
+			if (J->nb > 1) { // a job of one block is block 0's alone
+				R.ctl->job = *J;
+				st_release_gpu64(&R.ctl->go, (u64)J->nb << 32 | want);
+			}
 			return 1;
 		}
 		if ((spins % 32 == 0 || !R.linger_ns) && now_ns() - t0 > R.linger_ns) { // the clock is slow to read
@@ -430,16 +467,18 @@ __device__ int take_job(const Ring &R, u32 last, Job *J)
 
 // The other blocks wait for block 0 to publish a job newer than `last`,
 // or to stop. A block outside a job's nb neither works on it nor counts,
-// so it may miss jobs altogether: it takes whatever is newest, and reads
-// the job itself only when it is inside nb, when block 0 cannot publish
-// another before this block has counted. (Before the first job, go holds
-// 0, never a job number; after a relaunch, the last job, which is `last`.)
+// and jobs of one block are not published, so a block may miss jobs
+// altogether: it takes whatever is newest, and reads the job itself only
+// when it is inside nb, when block 0 cannot publish another before this
+// block has counted. (Before the first job, go holds 0, never a job
+// number; after a relaunch, the last job published, which is not newer
+// than `last`.)
 __device__ int follow_job(const Ring &R, u32 last, Job *J)
 {
 	for (;;) {
 		const u64 g = ld_acquire_gpu64(&R.ctl->go);
 		const u32 s = (u32)g, nb = (u32)(g >> 32);
-		if (s && s != last) {
+		if (s && (int)(s - last) > 0) { // newer, across the wrap
 			if (blockIdx.x < nb) {
 				*J = R.ctl->job; // ordered by the acquire
 			} else {
@@ -513,9 +552,11 @@ extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
 			if (blockIdx.x) {
 				asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&R.ctl->count) : "memory");
 			} else {
-				while (ld_acquire_gpu(&R.ctl->count) != J.nb - 1)
-					;
-				R.ctl->count = 0;
+				if (J.nb > 1) { // a job of one block has nothing to count
+					while (ld_acquire_gpu(&R.ctl->count) != J.nb - 1)
+						;
+					R.ctl->count = 0;
+				}
 				st_release(&R.bell->done, J.seq);
 			}
 		}
