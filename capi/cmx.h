@@ -126,6 +126,9 @@ int cmx_dtype_info(cmx_h dtype, int *kind, int *size);
 /* Decodes a predefined op into CMX_OP_*; CMX_OP_USER when not predefined. */
 int cmx_op_info(cmx_h op);
 
+/* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce */
+enum { CMX_ALGO_AUTO, CMX_ALGO_ONESHOT, CMX_ALGO_TWOSHOT };
+
 /* ---- configuration, set once by Go at initialisation ---- */
 typedef struct {
 	int disable; /* COLLMUX_DISABLE: pure forwarder */
@@ -135,6 +138,7 @@ typedef struct {
 	int timeout; /* COLLMUX_TIMEOUT: seconds a device collective waits for its peers before it fails */
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
+	int fused_algo; /* COLLMUX_FUSED_ALGO: CMX_ALGO_* */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */

@@ -32,7 +32,9 @@
 #define WORKSPACE (LL_OFF + 2 * MAX_RANKS * 2 * (size_t)LL_MAX)
 
 /* Laid out as Bell and Ring in kernels.cu. */
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10 };
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
+/* a two-shot job's second barrier uses the second half of the flags */
+_Static_assert(GRID <= MAX_BLOCKS / 2, "two-shot all-reduce needs MAX_BLOCKS / 2 rows of flags");
 typedef struct {
 	uint32_t seq_a, code;
 	uint64_t in;
@@ -120,12 +122,13 @@ static void setup(cmx_comm *c, const void *buf)
 {
 	struct {
 		char host[64], bus[32];
-		int ok, arch;
+		int ok, arch, algo;
 	} me, *all = calloc((size_t)c->size, sizeof me);
 	memset(&me, 0, sizeof me);
 	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+	me.algo = cmx_cfg.fused_algo;
 	c->fused_state = -1;
 	if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
 		free(all);
@@ -137,6 +140,8 @@ static void setup(cmx_comm *c, const void *buf)
 			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank, or it has 16 workspaces already";
 		else if (strcmp(all[p].host, all[0].host) != 0)
 			why = "the ranks span several nodes";
+		else if (all[p].algo != all[0].algo)
+			why = "the ranks' COLLMUX_FUSED_ALGO differ";
 		for (int q = 0; q < p && !why; q++)
 			if (strcmp(all[p].bus, all[q].bus) == 0)
 				why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
@@ -301,11 +306,17 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (bytes > SLOT)
 			return 0;
 		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
-		/* small: the LL protocol (one NVLink crossing). Only what every
-		 * rank agrees on may choose, the size: never a buffer's alignment,
-		 * which the kernels handle whatever it is */
-		if (bytes <= LL_MAX && bytes % 8 == 0)
+		/* small: the LL protocol (one NVLink crossing); larger, one shot
+		 * on two ranks, two shots on more, where reading every peer's
+		 * whole message costs more than a second barrier. Only what every
+		 * rank agrees on may choose (the size, the ranks, the algorithm
+		 * set-up checked): never a buffer's alignment, which the kernels
+		 * handle whatever it is */
+		const int algo = cmx_cfg.fused_algo;
+		if (algo == CMX_ALGO_AUTO && bytes <= LL_MAX && bytes % 8 == 0)
 			code |= JOB_LL;
+		else if (algo == CMX_ALGO_TWOSHOT || (algo == CMX_ALGO_AUTO && n > 2))
+			code |= JOB_TWOSHOT;
 		break;
 	}
 	case CMX_COLL_ALLGATHER:

@@ -59,6 +59,9 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.timeout = C.int(c.Timeout)
 	cfg.linger_us = C.int(c.LingerUS)
 	cfg.order_default_stream = boolC(!c.Unordered)
+	cfg.fused_algo = map[dispatch.FusedAlgo]C.int{
+		dispatch.AlgoAuto: C.CMX_ALGO_AUTO, dispatch.AlgoOneShot: C.CMX_ALGO_ONESHOT, dispatch.AlgoTwoShot: C.CMX_ALGO_TWOSHOT,
+	}[c.FusedAlgo]
 	for _, w := range c.Warnings {
 		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
 	}

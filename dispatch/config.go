@@ -37,16 +37,33 @@ type Config struct {
 	Stats     StatsMode
 	StatsPath string // "" means stderr (text only)
 	Log       LogLevel
-	Check     bool   // COLLMUX_CHECK: verify on every call that ranks agree
-	NCCLLib   string // COLLMUX_NCCL_LIB: NCCL library to load
-	Timeout   int    // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
-	LingerUS  int    // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
-	Unordered bool   // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
-	Rules     []Rule // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
-	UserFrom  int    // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
-	Tuning    string // the tuning table in force, if any
+	Check     bool      // COLLMUX_CHECK: verify on every call that ranks agree
+	NCCLLib   string    // COLLMUX_NCCL_LIB: NCCL library to load
+	Timeout   int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
+	LingerUS  int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
+	Unordered bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
+	FusedAlgo FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
+	Rules     []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
+	UserFrom  int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
+	Tuning    string    // the tuning table in force, if any
 	Warnings  []string
 }
+
+// FusedAlgo is how the fused kernels all-reduce (COLLMUX_FUSED_ALGO).
+type FusedAlgo int
+
+const (
+	// AlgoAuto: the LL protocol up to 256 KiB (sizes a multiple of 8
+	// bytes), then one shot on two ranks and two shots on more.
+	AlgoAuto FusedAlgo = iota
+	// AlgoOneShot: every rank reads every peer's whole message.
+	AlgoOneShot
+	// AlgoTwoShot: reduce-scatter, then all-gather, each rank reducing
+	// its share.
+	AlgoTwoShot
+)
+
+var fusedAlgos = map[string]FusedAlgo{"": AlgoAuto, "auto": AlgoAuto, "oneshot": AlgoOneShot, "twoshot": AlgoTwoShot}
 
 // DefaultLingerUS is how long the resident fused kernel waits for the next
 // job before it stops. Calls closer together than this skip the kernel
@@ -153,6 +170,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Unordered = true
 	default:
 		return c, fmt.Errorf("COLLMUX_STREAM_ORDER=%q: want default or none", v)
+	}
+	var ok bool
+	if c.FusedAlgo, ok = fusedAlgos[strings.TrimSpace(getenv("COLLMUX_FUSED_ALGO"))]; !ok {
+		return c, fmt.Errorf("COLLMUX_FUSED_ALGO=%q: want auto, oneshot or twoshot", getenv("COLLMUX_FUSED_ALGO"))
 	}
 	if c.LingerUS, err = intVar(getenv, "COLLMUX_FUSED_LINGER", DefaultLingerUS, 0, 10_000_000, "microseconds from 0 to 10000000"); err != nil {
 		return c, err

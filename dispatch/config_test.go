@@ -19,6 +19,7 @@ func TestLoadConfig(t *testing.T) {
 		timeout int // 0: the default, 300
 		linger  int // 0: the default, DefaultLingerUS; -1: 0
 		unord   bool
+		algo    FusedAlgo
 		err     string
 	}{
 		{env: nil},
@@ -37,6 +38,10 @@ func TestLoadConfig(t *testing.T) {
 		{env: map[string]string{"COLLMUX_STREAM_ORDER": "none"}, unord: true},
 		{env: map[string]string{"COLLMUX_STREAM_ORDER": "default"}},
 		{env: map[string]string{"COLLMUX_STREAM_ORDER": "per-thread"}, err: "COLLMUX_STREAM_ORDER"},
+		{env: map[string]string{"COLLMUX_FUSED_ALGO": "auto"}},
+		{env: map[string]string{"COLLMUX_FUSED_ALGO": "oneshot"}, algo: AlgoOneShot},
+		{env: map[string]string{"COLLMUX_FUSED_ALGO": " twoshot "}, algo: AlgoTwoShot},
+		{env: map[string]string{"COLLMUX_FUSED_ALGO": "ring"}, err: "COLLMUX_FUSED_ALGO"},
 	}
 	for _, tc := range cases {
 		c, err := LoadConfig(func(k string) string { return tc.env[k] })
@@ -53,7 +58,7 @@ func TestLoadConfig(t *testing.T) {
 		if tc.linger != 0 {
 			linger = max(tc.linger, 0)
 		}
-		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log || c.Timeout != timeout || c.LingerUS != linger || c.Unordered != tc.unord {
+		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log || c.Timeout != timeout || c.LingerUS != linger || c.Unordered != tc.unord || c.FusedAlgo != tc.algo {
 			t.Errorf("%v: got %+v, %v", tc.env, c, err)
 		}
 	}

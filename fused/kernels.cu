@@ -62,14 +62,16 @@ __device__ __forceinline__ u32 ld_acquire(const u32 *p)
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
 // fires). Blocks touch the same index ranges on every rank, so this
-// per-block barrier is all the ordering a call needs. The block barrier
+// per-block barrier is all the ordering a call needs. A call's second
+// barrier (two-shot all-reduce) uses the flags' second half: `row` is 0
+// or CMX_MAX_BLOCKS / 2, and jobs have at most that many blocks. The block barrier
 // then a system-scope release publishes every thread's writes (release is
 // cumulative), and the acquire polls order the reads that follow: no
 // separate fences, each of which costs about a microsecond.
-__device__ void barrier(const Peers &P, const Call &C)
+__device__ __forceinline__ void barrier(const Peers &P, const Call &C, int row)
 {
 	__syncthreads();
-	const int b = blockIdx.x, p = threadIdx.x;
+	const int b = row + blockIdx.x, p = threadIdx.x;
 	if (p < C.n) {
 		st_release(P.flags[p] + b * CMX_MAX_RANKS + C.me, C.epoch);
 		const u32 *f = P.flags[C.me] + b * CMX_MAX_RANKS + p;
@@ -119,7 +121,7 @@ __device__ __forceinline__ char ld_cg1(const char *p)
 	return (char)v;
 }
 
-__device__ void copy(char *dst, const char *src, u64 lo, u64 hi)
+__device__ __forceinline__ void copy(char *dst, const char *src, u64 lo, u64 hi)
 {
 	if ((((u64)dst | (u64)src | lo) & 15) == 0) {
 		u64 vhi = lo + ((hi - lo) & ~(u64)15);
@@ -134,7 +136,7 @@ __device__ void copy(char *dst, const char *src, u64 lo, u64 hi)
 // ---- data movement: allgather, bcast, alltoall (blk bytes per rank) ----
 enum { MOVE_ALLGATHER, MOVE_BCAST, MOVE_ALLTOALL };
 
-__device__ void move(const Peers &P, const Call &C, const char *in, char *out, u64 blk, int mode, u32 nb)
+__device__ __forceinline__ void move(const Peers &P, const Call &C, const char *in, char *out, u64 blk, int mode, u32 nb)
 {
 	u64 lo, hi;
 	my_range(blk, nb, &lo, &hi);
@@ -144,7 +146,7 @@ __device__ void move(const Peers &P, const Call &C, const char *in, char *out, u
 			copy(mine + j * blk, in + j * blk, lo, hi);
 	else if (mode == MOVE_ALLGATHER || C.me == C.root)
 		copy(mine, in, lo, hi);
-	barrier(P, C);
+	barrier(P, C, 0);
 	if (mode == MOVE_BCAST) {
 		if (C.me != C.root)
 			copy(out, P.buf[C.root], lo, hi);
@@ -214,19 +216,21 @@ template <typename T, typename R> __device__ __forceinline__ uint4 reduce16(cons
 	return acc.v;
 }
 
-template <typename T, typename R> __device__ void allreduce(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
+// bytes [lo, hi) of every rank's slot reduced in rank order (the same bits
+// on every rank) into out, and back into this rank's slot as well when
+// `back` (two-shot); lo is a multiple of 16
+template <typename T, typename R> __device__ __forceinline__ void reduce_range(const Peers &P, const Call &C, char *out, bool back, u64 lo, u64 hi)
 {
-	u64 lo, hi;
-	const u64 bytes = count * sizeof(T);
-	my_range(bytes, nb, &lo, &hi);
-	copy(P.buf[C.me], in, lo, hi);
-	barrier(P, C);
-	// reduce in rank order (0, 1, ..., n-1) so that every rank gets the
-	// same bits; 16-byte loads where the output allows (slots always do)
+	char *mine = P.buf[C.me];
+	// 16-byte loads where the output allows (slots always do)
 	if (((u64)out & 15) == 0) {
 		u64 vhi = lo + ((hi - lo) & ~(u64)15);
-		for (u64 i = lo + threadIdx.x * 16; i < vhi; i += blockDim.x * 16)
-			*(uint4 *)(out + i) = reduce16<T, R>(P, C.n, i);
+		for (u64 i = lo + threadIdx.x * 16; i < vhi; i += blockDim.x * 16) {
+			const uint4 v = reduce16<T, R>(P, C.n, i);
+			*(uint4 *)(out + i) = v;
+			if (back)
+				*(uint4 *)(mine + i) = v;
+		}
 		lo = vhi;
 	}
 	// out may sit at any byte (ranks need not agree on alignment, so no
@@ -236,11 +240,52 @@ template <typename T, typename R> __device__ void allreduce(const Peers &P, cons
 		T acc = ((const T *)P.buf[0])[i];
 		for (int p = 1; p < C.n; p++)
 			acc = R::f(acc, ((const T *)P.buf[p])[i]);
+		if (back)
+			((T *)mine)[i] = acc;
 		if (aligned)
 			((T *)out)[i] = acc;
 		else
 			for (int k = 0; k < (int)sizeof(T); k++)
 				out[i * sizeof(T) + k] = ((const char *)&acc)[k];
+	}
+}
+
+// the part [*a, *b) of rank p's share (`share` bytes each, the last one
+// short) that a block's slice [lo, hi) of every share covers
+__device__ __forceinline__ void slice(int p, u64 share, u64 lo, u64 hi, u64 bytes, u64 *a, u64 *b)
+{
+	*a = min(bytes, p * share + lo);
+	*b = min(bytes, p * share + hi);
+}
+
+// All-reduce through the slots: every rank copies its input into its slot,
+// then reduces from every slot in one of two ways.
+// - One shot: every rank reduces the whole message (one share, everyone's).
+// - Two shots (reduce-scatter, then all-gather): each rank reduces only its
+//   share, writes it back into its slot, and after a second barrier reads
+//   the other shares from their owners: it reads 2(n-1)/n of the message
+//   from its peers instead of n-1. Every element is reduced once, by its
+//   owner, so every rank gets the same bits here too.
+template <typename T, typename R> __device__ __forceinline__ void allreduce(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb, bool two)
+{
+	const u64 bytes = count * sizeof(T), shares = two ? C.n : 1;
+	const u64 share = (bytes + shares * 16 - 1) / (shares * 16) * 16;
+	u64 lo, hi, a, b;
+	my_range(share, nb, &lo, &hi); // every block works on every share
+	for (int p = 0; p < (int)shares; p++) {
+		slice(p, share, lo, hi, bytes, &a, &b);
+		copy(P.buf[C.me], in, a, b);
+	}
+	barrier(P, C, 0);
+	slice(two ? C.me : 0, share, lo, hi, bytes, &a, &b);
+	reduce_range<T, R>(P, C, out, two, a, b);
+	if (!two)
+		return;
+	barrier(P, C, CMX_MAX_BLOCKS / 2);
+	for (int k = 1; k < C.n; k++) {
+		const int p = (C.me + k) % C.n;
+		slice(p, share, lo, hi, bytes, &a, &b);
+		copy(out, P.buf[p], a, b);
 	}
 }
 
@@ -292,7 +337,7 @@ __device__ __forceinline__ void out8(char *p, uint2 v)
 // the batch's lines from rank `from`, polled together until each carries
 // the job's number; after a timeout (err bit set) the thread stops waiting
 // for this and its later lines
-__device__ void ld_ll(const char *area, u64 base, u64 stride, u64 end, const Call &C, int from, bool *gave_up, uint2 *x)
+__device__ __forceinline__ void ld_ll(const char *area, u64 base, u64 stride, u64 end, const Call &C, int from, bool *gave_up, uint2 *x)
 {
 	u32 missing = 0;
 #pragma unroll
@@ -326,7 +371,7 @@ __device__ void ld_ll(const char *area, u64 base, u64 stride, u64 end, const Cal
 	}
 }
 
-template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
+template <typename T, typename R> __device__ __forceinline__ void allreduce_ll(const Peers &P, const Call &C, const char *in, char *out, u64 count, u32 nb)
 {
 	u64 lo, hi;
 	my_range(count * sizeof(T), nb, &lo, &hi);
@@ -375,9 +420,9 @@ template <typename T, typename R> __device__ void allreduce_ll(const Peers &P, c
 // A job as the host rings it: three 16-byte chunks in one host cache line,
 // each led by the job's sequence number. The device reads each chunk in one
 // load; when all three carry the new number, the job is whole.
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10 };
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
 struct Bell {
-	u32 seq_a, code; // code: JOB_* [| JOB_LL] | (type*3+op or move mode) << 8
+	u32 seq_a, code; // code: JOB_* [| JOB_LL or JOB_TWOSHOT] | (type*3+op or move mode) << 8
 	u64 in;
 	u32 seq_b, nb;   // blocks that work on the job (the others skip it)
 	u64 out;
@@ -438,7 +483,7 @@ __device__ __forceinline__ void st_release_gpu64(u64 *p, u64 v)
 // to the other blocks, if it has any; after linger_ns without one it stops
 // the instance instead (and says so at the doorbell, so the host launches
 // a new one). 0: stop.
-__device__ int take_job(const Ring &R, u32 last, Job *J)
+__device__ __forceinline__ int take_job(const Ring &R, u32 last, Job *J)
 {
 	const u32 want = next_seq(last);
 	const u64 t0 = now_ns();
@@ -473,7 +518,7 @@ __device__ int take_job(const Ring &R, u32 last, Job *J)
 // block has counted. (Before the first job, go holds 0, never a job
 // number; after a relaunch, the last job published, which is not newer
 // than `last`.)
-__device__ int follow_job(const Ring &R, u32 last, Job *J)
+__device__ __forceinline__ int follow_job(const Ring &R, u32 last, Job *J)
 {
 	for (;;) {
 		const u64 g = ld_acquire_gpu64(&R.ctl->go);
@@ -492,7 +537,7 @@ __device__ int follow_job(const Ring &R, u32 last, Job *J)
 	}
 }
 
-#define AR(T, OP) (ll ? allreduce_ll<T, OP>(P, C, in, out, J.n, J.nb) : allreduce<T, OP>(P, C, in, out, J.n, J.nb))
+#define AR(T, OP) (ll ? allreduce_ll<T, OP>(P, C, in, out, J.n, J.nb) : allreduce<T, OP>(P, C, in, out, J.n, J.nb, two))
 #define AR_CASES(t, T, S, MI, MA)        \
 	case 3 * t: AR(T, S); break;     \
 	case 3 * t + 1: AR(T, MI); break; \
@@ -501,7 +546,7 @@ __device__ int follow_job(const Ring &R, u32 last, Job *J)
 #define HALF(t, T) AR_CASES(t, T, Half<Sum>, Half<Min>, Half<Max>)
 
 // one job, by one of the J.nb blocks working on it
-__device__ void run(const Ring &R, const Job &J)
+__device__ __forceinline__ void run(const Ring &R, const Job &J)
 {
 	Peers P;
 	for (int p = 0; p < R.n; p++) {
@@ -512,7 +557,7 @@ __device__ void run(const Ring &R, const Job &J)
 	Call C = {R.n, R.me, (int)J.root, J.seq, R.timeout_ns, &R.bell->err};
 	const char *in = (const char *)J.in;
 	char *out = (char *)J.out;
-	const bool ll = J.code & JOB_LL;
+	const bool ll = J.code & JOB_LL, two = J.code & JOB_TWOSHOT;
 	if ((J.code & 0xf) == JOB_MOVE) {
 		move(P, C, in, out, J.n, J.code >> 8, J.nb);
 		return;
@@ -523,7 +568,11 @@ __device__ void run(const Ring &R, const Job &J)
 	}
 }
 
-// 512 threads a block (capi/fused.c launches it so): registers are capped to fit
+// 512 threads a block (capi/fused.c launches it so): registers are capped to
+// fit. Every function is inlined into it (__forceinline__): left to itself,
+// the compiler called some through the stack once the two-shot all-reduce
+// grew the kernel, spilling tens of KB, and the LL all-reduce took 1.2-1.9x
+// as long (docs/results/gpu-2026-11-30-twoshot).
 extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
 {
 	__shared__ Job Js;

@@ -64,14 +64,20 @@ for np in $(seq 1 "$NGPU"); do
   # every call races its stop against the next doorbell and relaunches
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_LINGER=0 $B/colltest_cuda > $B/fus0.$np 2> $B/fus0.$np.err
   cmp -s $B/host.$np $B/fus0.$np; result $? "colltest on device buffers, $np ranks, fused, resident kernel relaunched for every call"
+  for algo in oneshot twoshot; do
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_ALGO=$algo $B/colltest_cuda > $B/fus$algo.$np 2> $B/fus$algo.$np.err
+    cmp -s $B/host.$np $B/fus$algo.$np; result $? "colltest on device buffers, $np ranks, fused, every all-reduce $algo (COLLMUX_FUSED_ALGO=$algo)"
+  done
 done
 
-# the edges under the fused kernels (resident, then relaunched every call)
-# and under NCCL (misaligned reductions run through an aligned copy)
-for mode in linger200 linger0 nccl; do
+# the edges under the fused kernels (resident, then relaunched every call,
+# then every all-reduce one-shot and two-shot through the slots instead of
+# LL) and under NCCL (misaligned reductions run through an aligned copy)
+for mode in linger200 linger0 oneshot twoshot nccl; do
   case $mode in
   linger200) env=(-x COLLMUX_FUSED_LINGER=200) backend=fused ;;
   linger0) env=(-x COLLMUX_FUSED_LINGER=0) backend=fused ;;
+  oneshot | twoshot) env=(-x COLLMUX_FUSED_ALGO=$mode) backend=fused ;;
   nccl) env=(-x COLLMUX_RULES='*:cuda:*:nccl') backend=nccl ;;
   esac
   run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
