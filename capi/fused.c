@@ -18,13 +18,8 @@
 
 #include "_cgo_export.h"
 #include "cmx.h"
+#include "fused.h"
 
-#define MAX_RANKS 8   /* CMX_MAX_RANKS in kernels.cu */
-#define MAX_BLOCKS 64 /* CMX_MAX_BLOCKS in kernels.cu */
-#define GRID 32       /* blocks of the resident kernel; a job uses 1 to GRID */
-#define LL_MAX (256u << 10) /* CMX_LL_MAX in kernels.cu */
-#define LL_ONE (512 * 4 * 8) /* one block's LL batch: 512 threads, CMX_LL_BATCH lines of 8 bytes */
-#define SLOT (8u << 20)
 #define FLAGS_BYTES (MAX_BLOCKS * MAX_RANKS * 4)
 #define CTL_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
 #define PROBE_OFF (CTL_OFF + 64) /* Ctl in kernels.cu fits in 64 bytes */
@@ -32,9 +27,6 @@
 #define WORKSPACE (LL_OFF + 2 * MAX_RANKS * 2 * (size_t)LL_MAX)
 
 /* Laid out as Bell and Ring in kernels.cu. */
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
-/* a two-shot job's second barrier uses the second half of the flags */
-_Static_assert(GRID <= MAX_BLOCKS / 2, "two-shot all-reduce needs MAX_BLOCKS / 2 rows of flags");
 typedef struct {
 	uint32_t seq_a, code;
 	uint64_t in;
@@ -295,7 +287,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	const char *in = ip ? a->rbuf : a->sbuf;
 	char *out = a->rbuf;
 	uint64_t bytes = 0, count = 0;
-	uint32_t code;
+	uint32_t code, proto, nb;
 	int kind, size, root = 0, t, o;
 	/* what the kernels can express; every input here is agreed across ranks */
 	switch (a->coll) {
@@ -303,20 +295,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (!cmx_dtype_info(a->rtype, &kind, &size) || (t = type_of(kind)) < 0 || (o = op_of(cmx_op_info(a->op))) < 0)
 			return 0;
 		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
-		if (bytes > SLOT)
-			return 0;
 		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
-		/* small: the LL protocol (one NVLink crossing); larger, one shot
-		 * on two ranks, two shots on more, where reading every peer's
-		 * whole message costs more than a second barrier. Only what every
-		 * rank agrees on may choose (the size, the ranks, the algorithm
-		 * set-up checked): never a buffer's alignment, which the kernels
-		 * handle whatever it is */
-		const int algo = cmx_cfg.fused_algo;
-		if (algo == CMX_ALGO_AUTO && bytes <= LL_MAX && bytes % 8 == 0)
-			code |= JOB_LL;
-		else if (algo == CMX_ALGO_TWOSHOT || (algo == CMX_ALGO_AUTO && n > 2))
-			code |= JOB_TWOSHOT;
 		break;
 	}
 	case CMX_COLL_ALLGATHER:
@@ -325,8 +304,6 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (!(size = cmx_move_size(a->rtype)) || (!ip && a->coll != CMX_COLL_BCAST && !cmx_move_size(a->stype)))
 			return 0;
 		bytes = count = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
-		if ((a->coll == CMX_COLL_ALLTOALL ? bytes * n : bytes) > SLOT)
-			return 0;
 		/* modes as in kernels.cu: allgather 0, bcast 1, alltoall 2 */
 		code = JOB_MOVE | (uint32_t)(a->coll == CMX_COLL_ALLGATHER ? 0 : a->coll == CMX_COLL_BCAST ? 1 : 2) << 8;
 		if (a->coll == CMX_COLL_ALLGATHER && ip)
@@ -337,19 +314,14 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	default:
 		return 0;
 	}
+	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &nb))
+		return 0;
+	code |= proto;
 	if (c->fused_state == 0)
 		setup(c, out);
 	if (c->fused_state != 1)
 		return 0;
 	struct cmx_fused *f = c->fused;
-	/* Blocks: an LL job up to LL_ONE runs in one block, one batch a
-	 * thread (no other block to publish the job to or wait for); other
-	 * jobs take a block per 2 KiB, more blocks pushing more lines over
-	 * NVLink at once (docs/results/gpu-2026-11-30-ll: fewer, fuller
-	 * blocks were slower from 32 KiB up). At most GRID. */
-	const uint64_t per = code & JOB_LL && bytes <= LL_ONE ? LL_ONE : 2048;
-	uint64_t nb = (bytes + per - 1) / per;
-	nb = nb < 1 ? 1 : nb > GRID ? GRID : nb;
 	/* From here the peers run the call too, so a failure is an error,
 	 * never a quiet fallback. The job is rung after the program's work on
 	 * the legacy default stream, which the kernel does not wait for by
@@ -359,7 +331,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	cmx_gate_arrive(c->gate);
 	const int ready = cmx_cuda_ctx_for(out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
 	const int go = cmx_gate_wait(c->gate, a, ready);
-	if (!go || !ring(f, code, in, out, count, (uint32_t)root, (uint32_t)nb)) {
+	if (!go || !ring(f, code, in, out, count, (uint32_t)root, nb)) {
 		if (!ready || go) /* else the gate said why */
 			fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me,
 				n, cmx_cuda_last_error());

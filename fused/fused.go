@@ -24,8 +24,8 @@ var Source string
 // these); for any other, the fused backend falls back to NCCL.
 var Collectives = []string{"allreduce", "allgather", "alltoall", "bcast"}
 
-// SlotBytes is what the fused workspace holds of one call (capi/fused.c
-// SLOT); larger calls go to NCCL.
+// SlotBytes is what the fused workspace holds of one call (capi/fused.h
+// SLOT, which capi/fused_plan.c checks); larger calls go to NCCL.
 const SlotBytes = 8 << 20
 
 // Serves reports whether backend b runs collective c itself, for a message

@@ -72,20 +72,21 @@ func TestLoadCompilesOnceThenReadsCache(t *testing.T) {
 	}
 }
 
-// The kernels' limits are mirrored in capi/fused.c; a change on one side
-// only would corrupt the workspace layout.
+// The kernels' limits are mirrored in capi/fused.h; a change on one side
+// only would corrupt the workspace layout (or, for the LL batch, leave a
+// block's lines to a second batch).
 func TestSourceLimits(t *testing.T) {
-	c, err := os.ReadFile("../capi/fused.c")
+	c, err := os.ReadFile("../capi/fused.h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(c), fmt.Sprintf("#define SLOT (%du << 20)", SlotBytes>>20)) {
-		t.Error("capi/fused.c's SLOT and fused.SlotBytes disagree")
+		t.Error("capi/fused.h's SLOT and fused.SlotBytes disagree")
 	}
 	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"},
-		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}} {
+		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}, {"#define CMX_LL_BATCH 4", "#define LL_ONE (512 * 4 * 8)"}} {
 		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
-			t.Errorf("kernels.cu and capi/fused.c disagree on %q", pair[0])
+			t.Errorf("kernels.cu and capi/fused.h disagree on %q", pair[0])
 		}
 	}
 }
