@@ -17,12 +17,12 @@ import statistics
 import sys
 
 
-def load(path):
+def load(path, coll):
     """(bytes -> [(time_us, speed-up over NCCL of the same round)])"""
     out = collections.defaultdict(list)
     nccl = {}
     for row in csv.reader(open(path)):
-        if not row or row[0] != "allreduce":
+        if not row or row[0] != coll:
             continue
         size, us = int(row[2]), float(row[3])
         if row[1] == "nccl":
@@ -33,8 +33,11 @@ def load(path):
 
 
 def main():
-    d, variants = sys.argv[1], sys.argv[2:]
-    runs = {v: load(os.path.join(d, "bench-%s.csv" % v)) for v in variants}
+    args, coll = sys.argv[1:], "allreduce"
+    if args[:1] == ["--coll"]:
+        coll, args = args[1], args[2:]
+    d, variants = args[0], args[1:]
+    runs = {v: load(os.path.join(d, "bench-%s.csv" % v), coll) for v in variants}
     sizes = sorted(set().union(*runs.values()))
     print("| bytes | " + " | ".join(variants) + " |")
     print("|---" * (len(variants) + 1) + "|")
