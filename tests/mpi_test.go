@@ -117,6 +117,37 @@ func TestBadInputSameErrors(t *testing.T) {
 	}
 }
 
+// A malformed COLLMUX_* variable stops the program in MPI_Init with a
+// message naming it, on every rank, instead of being ignored or guessed.
+func TestBadConfigStopsAtInit(t *testing.T) {
+	bad := []struct{ name, value string }{
+		{"COLLMUX_LOG", "loud"},
+		{"COLLMUX_TIMEOUT", "0"},
+		{"COLLMUX_FUSED_LINGER", "1ms"},
+		{"COLLMUX_FUSED_ALGO", "ring"},
+		{"COLLMUX_STREAM_ORDER", "per-thread"},
+		{"COLLMUX_RULES", "allreduce:cuda:*:warp"},
+	}
+	for _, m := range impls(t) {
+		prog := program(t, m, "errtest.c", "errtest")
+		for _, b := range bad {
+			t.Run(m.name+"/"+b.name, func(t *testing.T) {
+				env := map[string]string{"LD_PRELOAD": libPath(t), b.name: b.value}
+				out, errs, err := run(t, m, 2, env, prog)
+				if err == nil || strings.Contains(fmt.Sprint(err), "timed out") {
+					t.Fatalf("want a failed start, got err %v\n%s", err, out)
+				}
+				if !strings.Contains(errs, "collmux: fatal: "+b.name) {
+					t.Errorf("stderr does not name %s:\n%s", b.name, errs)
+				}
+				if strings.Contains(out, "sum=") {
+					t.Errorf("the program ran past MPI_Init:\n%s", out)
+				}
+			})
+		}
+	}
+}
+
 // MPI_THREAD_MULTIPLE: concurrent collectives on distinct communicators.
 func TestThreadMultiple(t *testing.T) {
 	for _, m := range impls(t) {
