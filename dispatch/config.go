@@ -63,8 +63,6 @@ const (
 	AlgoTwoShot
 )
 
-var fusedAlgos = map[string]FusedAlgo{"": AlgoAuto, "auto": AlgoAuto, "oneshot": AlgoOneShot, "twoshot": AlgoTwoShot}
-
 // DefaultLingerUS is how long the resident fused kernel waits for the next
 // job before it stops. Calls closer together than this skip the kernel
 // launch; the price is that the program's cudaDeviceSynchronize waits up to
@@ -171,9 +169,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("COLLMUX_STREAM_ORDER=%q: want default or none", v)
 	}
-	var ok bool
-	if c.FusedAlgo, ok = fusedAlgos[strings.TrimSpace(getenv("COLLMUX_FUSED_ALGO"))]; !ok {
-		return c, fmt.Errorf("COLLMUX_FUSED_ALGO=%q: want auto, oneshot or twoshot", getenv("COLLMUX_FUSED_ALGO"))
+	switch v := strings.TrimSpace(getenv("COLLMUX_FUSED_ALGO")); v {
+	case "", "auto":
+	case "oneshot":
+		c.FusedAlgo = AlgoOneShot
+	case "twoshot":
+		c.FusedAlgo = AlgoTwoShot
+	default:
+		return c, fmt.Errorf("COLLMUX_FUSED_ALGO=%q: want auto, oneshot or twoshot", v)
 	}
 	if c.LingerUS, err = intVar(getenv, "COLLMUX_FUSED_LINGER", DefaultLingerUS, 0, 10_000_000, "microseconds from 0 to 10000000"); err != nil {
 		return c, err

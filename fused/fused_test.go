@@ -84,7 +84,8 @@ func TestSourceLimits(t *testing.T) {
 		t.Error("capi/fused.h's SLOT and fused.SlotBytes disagree")
 	}
 	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"},
-		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}, {"#define CMX_LL_BATCH 4", "#define LL_ONE (512 * 4 * 8)"}} {
+		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}, {"#define CMX_LL_BATCH 4", "#define LL_ONE (512 * 4 * 8)"},
+		{"enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };", "enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };"}} {
 		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
 			t.Errorf("kernels.cu and capi/fused.h disagree on %q", pair[0])
 		}

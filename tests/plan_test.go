@@ -10,17 +10,14 @@ import (
 	"collmux/fused"
 )
 
-// plan runs tests/c/plantest (capi/fused_plan.c compiled in) on the given
-// "COLL BYTES RANKS ALGO" lines and returns its answers, one per line.
+// plan runs tests/c/plantest (capi/fused_plan.c compiled in, with the C
+// compiler alone: no MPI) on the given "COLL BYTES RANKS ALGO" lines and
+// returns its answers, one per line.
 func plan(t *testing.T, lines []string) []string {
 	t.Helper()
-	root := repoRoot()
-	bin := filepath.Join(t.TempDir(), "plantest")
-	cc := exec.Command("cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"+filepath.Join(root, "capi"), "-o", bin,
-		filepath.Join(root, "tests", "c", "plantest.c"), filepath.Join(root, "capi", "fused_plan.c"))
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("building plantest: %v\n%s", err, out)
-	}
+	capi := filepath.Join(repoRoot(), "capi")
+	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=c11", "-Wextra", "-Werror", "-I"+capi,
+		filepath.Join(capi, "fused_plan.c"))
 	cmd := exec.Command(bin)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	out, err := cmd.Output()
