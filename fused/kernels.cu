@@ -23,10 +23,17 @@
 typedef unsigned long long u64;
 typedef unsigned int u32;
 
+// Where this call's parts of every rank's workspace are. The pointers are
+// worked out when used, from the kernel's parameter (which stays in the
+// constant bank: __grid_constant__), not held in an array of 3 x
+// CMX_MAX_RANKS pointers that the kernel would have to keep in registers
+// or spill.
 struct Peers {
-	char *buf[CMX_MAX_RANKS];  // each rank's data slot for this call
-	u32 *flags[CMX_MAX_RANKS]; // each rank's flag array
-	char *ll[CMX_MAX_RANKS];   // each rank's LL area for this call: CMX_LL_SLOT per source rank
+	char *const *ws;     // every rank's workspace, mapped here (Ring::ws)
+	u64 slot, flags, ll; // offsets of this call's data slot, the flags, this call's LL area
+	__device__ __forceinline__ char *buf(int p) const { return ws[p] + slot; }
+	__device__ __forceinline__ u32 *flag(int p) const { return (u32 *)(ws[p] + flags); }
+	__device__ __forceinline__ char *ll_area(int p) const { return ws[p] + ll; } // CMX_LL_SLOT per source rank
 };
 
 struct Call {
@@ -42,22 +49,25 @@ __device__ __forceinline__ u64 now_ns()
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
-__device__ __forceinline__ void st_release(u32 *p, u32 v)
-{
-	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_relaxed(const u32 *p)
-{
-	u32 v;
-	asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
-__device__ __forceinline__ u32 ld_acquire(const u32 *p)
-{
-	u32 v;
-	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
+// Ordered loads and stores of flags and control words, one PTX
+// instruction each: semantics (relaxed, acquire, release), scope (gpu: the
+// blocks of this kernel; sys: peers over NVLink and the host), width.
+#define CMX_LD(name, T, ptx, reg)                                                   \
+	__device__ __forceinline__ T name(const T *p)                               \
+	{                                                                           \
+		T v;                                                                \
+		asm volatile(ptx " %0, [%1];" : "=" reg(v) : "l"(p) : "memory"); \
+		return v;                                                           \
+	}
+#define CMX_ST(name, T, ptx, reg) \
+	__device__ __forceinline__ void name(T *p, T v) { asm volatile(ptx " [%0], %1;" ::"l"(p), reg(v) : "memory"); }
+CMX_LD(ld_relaxed, u32, "ld.relaxed.sys.global.u32", "r")
+CMX_LD(ld_acquire, u32, "ld.acquire.sys.global.u32", "r")
+CMX_ST(st_release, u32, "st.release.sys.global.u32", "r")
+CMX_LD(ld_acquire_gpu, u32, "ld.acquire.gpu.global.u32", "r")
+CMX_LD(ld_acquire_gpu64, u64, "ld.acquire.gpu.global.u64", "l")
+CMX_ST(st_release_gpu, u32, "st.release.gpu.global.u32", "r")
+CMX_ST(st_release_gpu64, u64, "st.release.gpu.global.u64", "l")
 
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
@@ -73,8 +83,8 @@ __device__ __forceinline__ void barrier(const Peers &P, const Call &C, int row)
 	__syncthreads();
 	const int b = row + blockIdx.x, p = threadIdx.x;
 	if (p < C.n) {
-		st_release(P.flags[p] + b * CMX_MAX_RANKS + C.me, C.epoch);
-		const u32 *f = P.flags[C.me] + b * CMX_MAX_RANKS + p;
+		st_release(P.flag(p) + b * CMX_MAX_RANKS + C.me, C.epoch);
+		const u32 *f = P.flag(C.me) + b * CMX_MAX_RANKS + p;
 		u64 t0 = 0;
 		for (unsigned spins = 0; (int)(ld_acquire(f) - C.epoch) < 0; spins++) {
 			if ((spins & 1023) == 0) { // the clock is read rarely: it is slow
@@ -140,7 +150,7 @@ __device__ __forceinline__ void move(const Peers &P, const Call &C, const char *
 {
 	u64 lo, hi;
 	my_range(blk, nb, &lo, &hi);
-	char *mine = P.buf[C.me];
+	char *mine = P.buf(C.me);
 	if (mode == MOVE_ALLTOALL)
 		for (int j = 0; j < C.n; j++)
 			copy(mine + j * blk, in + j * blk, lo, hi);
@@ -149,12 +159,12 @@ __device__ __forceinline__ void move(const Peers &P, const Call &C, const char *
 	barrier(P, C, 0);
 	if (mode == MOVE_BCAST) {
 		if (C.me != C.root)
-			copy(out, P.buf[C.root], lo, hi);
+			copy(out, P.buf(C.root), lo, hi);
 		return;
 	}
 	for (int k = 0; k < C.n; k++) {
 		int p = (C.me + k) % C.n; // start with different peers on each rank
-		copy(out + p * blk, P.buf[p] + (mode == MOVE_ALLTOALL ? C.me * blk : 0), lo, hi);
+		copy(out + p * blk, P.buf(p) + (mode == MOVE_ALLTOALL ? C.me * blk : 0), lo, hi);
 	}
 }
 
@@ -206,9 +216,9 @@ template <typename T, typename R> __device__ __forceinline__ uint4 reduce16(cons
 		uint4 v;
 		T e[16 / sizeof(T)];
 	} acc, x;
-	acc.v = *(const uint4 *)(P.buf[0] + off);
+	acc.v = *(const uint4 *)(P.buf(0) + off);
 	for (int p = 1; p < n; p++) {
-		x.v = *(const uint4 *)(P.buf[p] + off);
+		x.v = *(const uint4 *)(P.buf(p) + off);
 #pragma unroll
 		for (int k = 0; k < 16 / (int)sizeof(T); k++)
 			acc.e[k] = R::f(acc.e[k], x.e[k]);
@@ -221,7 +231,7 @@ template <typename T, typename R> __device__ __forceinline__ uint4 reduce16(cons
 // `back` (two-shot); lo is a multiple of 16
 template <typename T, typename R> __device__ __forceinline__ void reduce_range(const Peers &P, const Call &C, char *out, bool back, u64 lo, u64 hi)
 {
-	char *mine = P.buf[C.me];
+	char *mine = P.buf(C.me);
 	// 16-byte loads where the output allows (slots always do)
 	if (((u64)out & 15) == 0) {
 		u64 vhi = lo + ((hi - lo) & ~(u64)15);
@@ -237,9 +247,9 @@ template <typename T, typename R> __device__ __forceinline__ void reduce_range(c
 	// rank may turn the call down for it): element-wise, or bytes
 	const bool aligned = (u64)out % sizeof(T) == 0;
 	for (u64 i = lo / sizeof(T) + threadIdx.x; i < hi / sizeof(T); i += blockDim.x) {
-		T acc = ((const T *)P.buf[0])[i];
+		T acc = ((const T *)P.buf(0))[i];
 		for (int p = 1; p < C.n; p++)
-			acc = R::f(acc, ((const T *)P.buf[p])[i]);
+			acc = R::f(acc, ((const T *)P.buf(p))[i]);
 		if (back)
 			((T *)mine)[i] = acc;
 		if (aligned)
@@ -274,7 +284,7 @@ template <typename T, typename R> __device__ __forceinline__ void allreduce(cons
 	my_range(share, nb, &lo, &hi); // every block works on every share
 	for (int p = 0; p < (int)shares; p++) {
 		slice(p, share, lo, hi, bytes, &a, &b);
-		copy(P.buf[C.me], in, a, b);
+		copy(P.buf(C.me), in, a, b);
 	}
 	barrier(P, C, 0);
 	slice(two ? C.me : 0, share, lo, hi, bytes, &a, &b);
@@ -285,7 +295,7 @@ template <typename T, typename R> __device__ __forceinline__ void allreduce(cons
 	for (int k = 1; k < C.n; k++) {
 		const int p = (C.me + k) % C.n;
 		slice(p, share, lo, hi, bytes, &a, &b);
-		copy(out, P.buf[p], a, b);
+		copy(out, P.buf(p), a, b);
 	}
 }
 
@@ -392,11 +402,11 @@ template <typename T, typename R> __device__ __forceinline__ void allreduce_ll(c
 #pragma unroll
 				for (int u = 0; u < CMX_LL_BATCH; u++)
 					if (base + u * stride < end)
-						st_ll(P.ll[p] + C.me * CMX_LL_SLOT + (base + u * stride) * 16, mine[u], C.epoch);
+						st_ll(P.ll_area(p) + C.me * CMX_LL_SLOT + (base + u * stride) * 16, mine[u], C.epoch);
 		// rank order (0, 1, ..., n-1), as in allreduce: the same bits everywhere
 		for (int p = 0; p < C.n; p++) {
 			if (p != C.me)
-				ld_ll(P.ll[C.me] + p * CMX_LL_SLOT, base, stride, end, C, p, &gave_up, x);
+				ld_ll(P.ll_area(C.me) + p * CMX_LL_SLOT, base, stride, end, C, p, &gave_up, x);
 #pragma unroll
 			for (int u = 0; u < CMX_LL_BATCH; u++) {
 				y.v = p == C.me ? mine[u] : x[u];
@@ -457,27 +467,6 @@ struct Ring {
 
 // job numbers run 1, 2, ..., 0xffffffff, 1, ...: never 0 (see LL)
 __device__ __forceinline__ u32 next_seq(u32 s) { return s + 1 ? s + 1 : 1; }
-
-__device__ __forceinline__ u32 ld_acquire_gpu(const u32 *p)
-{
-	u32 v;
-	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
-__device__ __forceinline__ u64 ld_acquire_gpu64(const u64 *p)
-{
-	u64 v;
-	asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-	return v;
-}
-__device__ __forceinline__ void st_release_gpu(u32 *p, u32 v)
-{
-	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_release_gpu64(u64 *p, u64 v)
-{
-	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
 
 // Block 0 waits for the job after `last` at the doorbell and publishes it
 // to the other blocks, if it has any; after linger_ns without one it stops
@@ -548,12 +537,7 @@ __device__ __forceinline__ int follow_job(const Ring &R, u32 last, Job *J)
 // one job, by one of the J.nb blocks working on it
 __device__ __forceinline__ void run(const Ring &R, const Job &J)
 {
-	Peers P;
-	for (int p = 0; p < R.n; p++) {
-		P.buf[p] = R.ws[p] + (J.seq & 1) * R.slot;
-		P.flags[p] = (u32 *)(R.ws[p] + 2 * R.slot);
-		P.ll[p] = R.ws[p] + R.ll_off + (J.seq & 1) * CMX_MAX_RANKS * CMX_LL_SLOT;
-	}
+	const Peers P = {R.ws, (J.seq & 1) * R.slot, 2 * R.slot, R.ll_off + (J.seq & 1) * CMX_MAX_RANKS * CMX_LL_SLOT};
 	Call C = {R.n, R.me, (int)J.root, J.seq, R.timeout_ns, &R.bell->err};
 	const char *in = (const char *)J.in;
 	char *out = (char *)J.out;
@@ -573,7 +557,7 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 // the compiler called some through the stack once the two-shot all-reduce
 // grew the kernel, spilling tens of KB, and the LL all-reduce took 1.2-1.9x
 // as long (docs/results/gpu-2026-11-30-twoshot).
-extern "C" __global__ void __launch_bounds__(512) cmx_ring(Ring R)
+extern "C" __global__ void __launch_bounds__(512) cmx_ring(const __grid_constant__ Ring R)
 {
 	__shared__ Job Js;
 	__shared__ int live;
