@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_cgo_export.h"
 #include "cmx.h"
@@ -24,6 +25,8 @@
 #define CTL_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
 #define PROBE_OFF (CTL_OFF + 64) /* Ctl in kernels.cu fits in 64 bytes */
 #define LL_OFF (PROBE_OFF + 64)
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define WORKSPACE (LL_OFF + 2 * MAX_RANKS * 2 * (size_t)LL_MAX)
 
 /* Laid out as Bell and Ring in kernels.cu. */
@@ -50,9 +53,11 @@ typedef struct {
 struct cmx_fused {
 	char *peer[MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
 	int n, me;
+	uint64_t id;     /* the same on every rank: rank 0's pid and workspace count at set-up */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
 	int running;     /* that instance may still be running */
+	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
 	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel */
 	volatile bell_t *bell;
 	void *bell_d;
@@ -64,15 +69,21 @@ enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16 };
 static void *module, *fn_ring;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
-/* Workspaces stay mapped by the peers until the process ends (freeing one
- * safely would need the peers' agreement at MPI_Comm_free), so at most
- * MAX_COMMS communicators of a process get one; the others use NCCL.
- * live[] holds those of communicators not yet freed, whose resident
- * kernels MPI_Finalize stops. */
-#define MAX_COMMS 16
-static int comms_with_workspace;
-static struct cmx_fused *live[MAX_COMMS];
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+/* A workspace is never freed: a rank may free its memory only after every
+ * peer has closed its mapping, which would make MPI_Comm_free wait for the
+ * peers, and MPI_Comm_free is local (a program may free two communicators
+ * in different orders on different ranks). Instead a freed communicator's
+ * workspace is retired, and the next communicator of the same processes
+ * takes it over (any rank order): programs that create and free
+ * communicators in a loop keep the fused path. At most MAX_WORKSPACES per
+ * process; communicators past that use NCCL. MPI_Finalize stops the
+ * resident kernels of those still in use. */
+static struct cmx_fused *ws[MAX_WORKSPACES]; /* NULL: a free place */
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+/* IN_USE also covers one whose communicator gave up after a watchdog
+ * error: its peers' progress is unknown, so it is never taken over.
+ * OFFERED: to a set-up in progress, which no other set-up may offer it to. */
+enum { IN_USE, RETIRED, OFFERED };
 
 static void load(void)
 {
@@ -110,53 +121,89 @@ static int type_of(int kind)
 
 static int op_of(int op) { return op == CMX_OP_SUM ? 0 : op == CMX_OP_MIN ? 1 : op == CMX_OP_MAX ? 2 : -1; }
 
+/* ---- the pool of workspaces ---- */
+
+static int add(struct cmx_fused *f)
+{
+	int ok = 0;
+	pthread_mutex_lock(&ws_mu);
+	for (int i = 0; i < MAX_WORKSPACES && !ok; i++)
+		if (!ws[i])
+			ws[i] = f, ok = 1;
+	pthread_mutex_unlock(&ws_mu);
+	return ok;
+}
+
+static void drop(struct cmx_fused *f)
+{
+	pthread_mutex_lock(&ws_mu);
+	for (int i = 0; i < MAX_WORKSPACES; i++)
+		if (ws[i] == f)
+			ws[i] = NULL;
+	pthread_mutex_unlock(&ws_mu);
+}
+
+/* Offers this process's retired workspaces of n ranks (o: MAX_WORKSPACES
+ * entries, zeroed) to a set-up; returns whether it could make another. */
+static int offer(int n, cmx_ws_offer *o)
+{
+	int k = 0, room = 0;
+	pthread_mutex_lock(&ws_mu);
+	for (int i = 0; i < MAX_WORKSPACES; i++) {
+		room |= !ws[i];
+		if (ws[i] && ws[i]->pool == RETIRED && ws[i]->n == n) {
+			ws[i]->pool = OFFERED;
+			o[k++] = (cmx_ws_offer){ws[i]->id, ws[i]->seq, ws[i]->me};
+		}
+	}
+	pthread_mutex_unlock(&ws_mu);
+	return room;
+}
+
+/* Ends a set-up's offers (o): workspace id (0: none) goes to communicator
+ * c, its rank r having been rank old[r] there, the jobs numbered on from
+ * seq on every rank; the others go back to the pool. */
+static struct cmx_fused *settle(cmx_comm *c, const cmx_ws_offer *o, uint64_t id, const int *old, uint32_t seq)
+{
+	struct cmx_fused *f = NULL;
+	pthread_mutex_lock(&ws_mu);
+	for (int i = 0; i < MAX_WORKSPACES; i++) {
+		struct cmx_fused *w = ws[i];
+		int mine = 0;
+		for (int k = 0; k < MAX_WORKSPACES && o[k].id && w && !mine; k++)
+			mine = w->pool == OFFERED && o[k].id == w->id;
+		if (!mine)
+			continue;
+		if (w->id != id) {
+			w->pool = RETIRED;
+			continue;
+		}
+		char *peer[MAX_RANKS];
+		for (int p = 0; p < c->size; p++)
+			peer[p] = w->peer[old[p]];
+		memcpy(w->peer, peer, sizeof peer);
+		w->me = c->rank, w->seq = seq, w->pool = IN_USE;
+		f = w;
+	}
+	pthread_mutex_unlock(&ws_mu);
+	return f;
+}
+
 /* ---- set-up, collective over the communicator ---- */
 
-static void setup(cmx_comm *c, const void *buf)
+/* A new workspace for c, mapped by every rank and proven by a real
+ * transfer; id is the same on every rank. */
+static void create(cmx_comm *c, uint64_t id)
 {
-	struct {
-		char host[64], bus[32];
-		int ok, arch, algo;
-	} me, *all = calloc((size_t)c->size, sizeof me);
-	memset(&me, 0, sizeof me);
-	me.ok = all && c->size <= MAX_RANKS && comms_with_workspace < MAX_COMMS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
-		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
-	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
-	me.algo = cmx_cfg.fused_algo;
-	c->fused_state = -1;
-	if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
-		free(all);
-		return;
-	}
-	const char *why = NULL;
-	for (int p = 0; p < c->size && !why; p++) {
-		if (!all[p].ok)
-			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank, or it has 16 workspaces already";
-		else if (strcmp(all[p].host, all[0].host) != 0)
-			why = "the ranks span several nodes";
-		else if (all[p].algo != all[0].algo)
-			why = "the ranks' COLLMUX_FUSED_ALGO differ";
-		for (int q = 0; q < p && !why; q++)
-			if (strcmp(all[p].bus, all[q].bus) == 0)
-				why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
-	}
-	free(all);
-	if (why) { /* every rank read the same table, so every rank stops here */
-		if (c->rank == 0)
-			cmx_log(1, "fused path off for a communicator of %d ranks: %s", c->size, why);
-		return;
-	}
-	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
-	int ok = f && hs && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
+	int ok = f && hs && add(f) && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
 		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_new(1)) &&
 		 (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (!ok)
 		memset(&h, 0, sizeof h);
 	if (cmx_comm_agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
-		/* map every peer and prove the mapping with a real transfer:
-		 * each rank writes its token, every rank reads all of them */
+		/* each rank writes its token, every rank reads all of them */
 		uint32_t token = 0xC011A000u + (uint32_t)c->rank;
 		ok = cmx_cuda_copy(f->peer[c->rank] + PROBE_OFF, &token, sizeof token, NULL) && cmx_cuda_sync(NULL);
 		for (int p = 0; p < c->size && ok; p++)
@@ -168,12 +215,9 @@ static void setup(cmx_comm *c, const void *buf)
 			ok = cmx_cuda_dtoh(&got, f->peer[p] + PROBE_OFF, sizeof got) && got == 0xC011A000u + (uint32_t)p;
 		}
 		if (cmx_comm_agree(c, ok)) {
-			f->n = c->size, f->me = c->rank;
+			f->n = c->size, f->me = c->rank, f->id = id;
 			c->fused = f;
 			c->fused_state = 1;
-			pthread_mutex_lock(&live_mu);
-			live[comms_with_workspace++] = f;
-			pthread_mutex_unlock(&live_mu);
 			free(hs);
 			return;
 		}
@@ -183,11 +227,78 @@ static void setup(cmx_comm *c, const void *buf)
 	/* peers' mappings stay until the process ends: closing them needs the
 	 * same agreement as opening, and this path is rare */
 	if (f) {
+		drop(f);
 		cmx_cuda_free(f->peer[c->rank]);
 		cmx_cuda_stream_free(f->stream);
 	}
 	free(f);
 	free(hs);
+}
+
+/* Every rank says what it has and offers its retired workspaces; all
+ * decide from the same table whether the path is on, and if so take over
+ * a workspace every rank offers, or make a new one. */
+static void setup(cmx_comm *c, const void *buf)
+{
+	static uint32_t made;
+	struct {
+		char host[64], bus[32];
+		int ok, arch, algo, room;
+		uint64_t new_id; /* rank 0's names a new workspace */
+		cmx_ws_offer offers[MAX_WORKSPACES];
+	} me, *all = calloc((size_t)c->size, sizeof me);
+	cmx_ws_offer *table = calloc((size_t)c->size * MAX_WORKSPACES, sizeof *table);
+	memset(&me, 0, sizeof me);
+	me.ok = all && table && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
+		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+	me.algo = cmx_cfg.fused_algo;
+	me.new_id = (uint64_t)getpid() << 16 | (__atomic_add_fetch(&made, 1, __ATOMIC_RELAXED) & 0xffff);
+	if (me.ok)
+		me.room = offer(c->size, me.offers);
+	c->fused_state = -1;
+	const char *why = NULL;
+	if (!all || !table || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
+		why = "its set-up could not gather the ranks' facts";
+	for (int p = 0; p < c->size && !why; p++) {
+		if (!all[p].ok)
+			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank";
+		else if (strcmp(all[p].host, all[0].host) != 0)
+			why = "the ranks span several nodes";
+		else if (all[p].algo != all[0].algo)
+			why = "the ranks' COLLMUX_FUSED_ALGO differ";
+		for (int q = 0; q < p && !why; q++)
+			if (strcmp(all[p].bus, all[q].bus) == 0)
+				why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
+	}
+	uint64_t id = 0, new_id = why ? 0 : all[0].new_id;
+	int old[MAX_RANKS];
+	uint32_t seq = 0;
+	if (!why) {
+		for (int p = 0; p < c->size; p++)
+			memcpy(table + (size_t)p * MAX_WORKSPACES, all[p].offers, sizeof all[p].offers);
+		id = cmx_fused_pick(table, c->size, old, &seq);
+		for (int p = 0; p < c->size && !id && !why; p++)
+			if (!all[p].room)
+				why = "some rank holds as many workspaces as a process may (" STR(MAX_WORKSPACES) ")";
+	}
+	struct cmx_fused *f = settle(c, me.offers, id, old, seq);
+	free(all);
+	free(table);
+	if (why) { /* every rank read the same table, so every rank stops here */
+		if (c->rank == 0)
+			cmx_log(1, "fused path off for a communicator of %d ranks: %s", c->size, why);
+		return;
+	}
+	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
+	if (!f) {
+		create(c, new_id);
+		return;
+	}
+	c->fused = f;
+	c->fused_state = 1;
+	if (c->rank == 0)
+		cmx_log(1, "fused workspace %llx taken over by a communicator of %d ranks", (unsigned long long)id, c->size);
 }
 
 /* ---- the resident kernel ---- */
@@ -257,26 +368,26 @@ static void stop(struct cmx_fused *f)
 
 void cmx_fused_release_all(void)
 {
-	pthread_mutex_lock(&live_mu);
-	for (int i = 0; i < comms_with_workspace; i++)
-		if (live[i])
-			stop(live[i]);
-	pthread_mutex_unlock(&live_mu);
+	pthread_mutex_lock(&ws_mu);
+	for (int i = 0; i < MAX_WORKSPACES; i++)
+		if (ws[i])
+			stop(ws[i]);
+	pthread_mutex_unlock(&ws_mu);
 }
 
+/* MPI_Comm_free: local, as MPI's is. The kernel stops and the workspace
+ * waits, mapped, for the next communicator of the same processes; its
+ * peers are done with it once each has freed its communicator too, which
+ * a set-up learns when every rank offers it. */
 void cmx_fused_release(cmx_comm *c)
 {
 	if (!c || !c->fused)
 		return;
-	pthread_mutex_lock(&live_mu);
-	for (int i = 0; i < comms_with_workspace; i++)
-		if (live[i] == c->fused)
-			live[i] = NULL;
-	pthread_mutex_unlock(&live_mu);
 	stop(c->fused);
-	cmx_cuda_stream_free(c->fused->stream);
-	/* the workspace is mapped by the peers; it is freed with the process */
-	free(c->fused);
+	pthread_mutex_lock(&ws_mu);
+	if (c->fused_state == 1)
+		c->fused->pool = RETIRED;
+	pthread_mutex_unlock(&ws_mu);
 	c->fused = NULL;
 	c->fused_state = -1;
 }

@@ -21,9 +21,27 @@ enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
 /* How the fused kernels run collective coll (CMX_COLL_ALLREDUCE,
  * _ALLGATHER, _ALLTOALL or _BCAST) of `bytes` (all-reduce: the message;
  * the others: one rank's block) on `ranks` ranks with COLLMUX_FUSED_ALGO
- * `algo`: the all-reduce's protocol flag (JOB_LL, JOB_TWOSHOT or 0, one
- * shot through the slots) and the job's blocks. 0 when the workspace
- * cannot hold the call. */
+ * `algo`: the protocol flag (JOB_LL; JOB_TWOSHOT, all-reduce only; or 0:
+ * through the slots, the all-reduce in one shot) and the job's blocks. 0
+ * when the workspace cannot hold the call. */
 int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *proto, uint32_t *nb);
+
+/* A workspace whose communicator was freed, as a rank offers it to a new
+ * communicator of the same processes: its id (the same on every rank that
+ * holds it; 0: no offer), the rank's place in it and the last job rung. */
+typedef struct {
+	uint64_t id;
+	uint32_t seq;
+	int32_t me;
+} cmx_ws_offer;
+#define MAX_WORKSPACES 16 /* per process: workspaces are never freed (fused.c) */
+
+/* The workspace that every one of `ranks` ranks offers (offers: a row of
+ * MAX_WORKSPACES a rank, as the set-up's allgather gathers them), the
+ * first such in rank 0's row; 0 when there is none. Sets old[r] to new
+ * rank r's place in it (a permutation, or it is not taken) and *seq to
+ * the latest job any of them rang: ranks whose kernels stopped at
+ * different times rang different numbers of exit jobs. */
+uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq);
 
 #endif

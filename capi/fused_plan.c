@@ -16,15 +16,17 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
 	*proto = 0;
 	if ((coll == CMX_COLL_ALLTOALL ? bytes * (uint64_t)ranks : bytes) > SLOT)
 		return 0;
-	/* All-reduce: small, the LL protocol (one NVLink crossing); larger,
-	 * one shot on two ranks, two shots on more, where reading every
-	 * peer's whole message costs more than a second barrier. */
-	if (coll == CMX_COLL_ALLREDUCE) {
-		if (algo == CMX_ALGO_AUTO && bytes <= LL_MAX && bytes % 8 == 0)
-			*proto = JOB_LL;
-		else if (algo == CMX_ALGO_TWOSHOT || (algo == CMX_ALGO_AUTO && ranks > 2))
-			*proto = JOB_TWOSHOT;
-	}
+	/* Small, the LL protocol (one NVLink crossing, no barrier); larger,
+	 * through the slots: the all-reduce one shot on two ranks, two shots
+	 * on more, where reading every peer's whole message costs more than a
+	 * second barrier. Not bcast: its root hears from no one and would run
+	 * ahead of its receivers (kernels.cu, move_ll). A forced algorithm
+	 * sends the moves through the slots too (so the GPU suite runs both
+	 * ways of every collective). */
+	if (algo == CMX_ALGO_AUTO && coll != CMX_COLL_BCAST && bytes <= LL_MAX && bytes % 8 == 0)
+		*proto = JOB_LL;
+	else if (coll == CMX_COLL_ALLREDUCE && (algo == CMX_ALGO_TWOSHOT || (algo == CMX_ALGO_AUTO && ranks > 2)))
+		*proto = JOB_TWOSHOT;
 	/* Blocks: an LL job up to LL_ONE runs in one block, one batch a
 	 * thread (no other block to publish the job to or wait for); other
 	 * jobs take a block per 2 KiB, more blocks pushing more lines over
@@ -34,4 +36,31 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
 	const uint64_t b = (bytes + per - 1) / per;
 	*nb = b < 1 ? 1 : b > GRID ? GRID : (uint32_t)b;
 	return 1;
+}
+
+uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq)
+{
+	if (ranks < 1 || ranks > MAX_RANKS)
+		return 0;
+	for (int i = 0; i < MAX_WORKSPACES; i++) {
+		const uint64_t id = offers[i].id;
+		unsigned seen = 0; /* old places taken, one bit each */
+		*seq = offers[i].seq;
+		int r = 0;
+		for (; id && r < ranks; r++) {
+			const cmx_ws_offer *o = NULL;
+			for (int j = 0; j < MAX_WORKSPACES && !o; j++)
+				if (offers[r * MAX_WORKSPACES + j].id == id)
+					o = &offers[r * MAX_WORKSPACES + j];
+			if (!o || o->me < 0 || o->me >= ranks || (seen >> o->me & 1))
+				break;
+			seen |= 1u << o->me;
+			old[r] = o->me;
+			if ((int32_t)(o->seq - *seq) > 0) /* later, across the wrap */
+				*seq = o->seq;
+		}
+		if (id && r == ranks)
+			return id;
+	}
+	return 0;
 }

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"collmux/dispatch"
@@ -197,6 +198,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 		defer C.free(unsafe.Pointer(src))
 		var cubin, log *C.char
 		var n C.size_t
+		t0 := time.Now()
 		ok := C.cmx_nvrtc_compile(src, arch, &cubin, &n, &log)
 		defer C.free(unsafe.Pointer(cubin))
 		defer C.free(unsafe.Pointer(log))
@@ -206,6 +208,9 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 				msg = C.GoString(log)
 			}
 			return nil, fmt.Errorf("compiling the fused kernels for sm_%d: %s", int(arch), msg)
+		}
+		if config.Log >= dispatch.LogInfo {
+			fmt.Fprintf(os.Stderr, "collmux: fused kernels compiled by NVRTC for sm_%d in %.1f s (cached for next time)\n", int(arch), time.Since(t0).Seconds())
 		}
 		return C.GoBytes(unsafe.Pointer(cubin), C.int(n)), nil
 	})

@@ -425,6 +425,51 @@ template <typename T, typename R> __device__ __forceinline__ void allreduce_ll(c
 	}
 }
 
+// All-gather and all-to-all, LL (blk a multiple of 8 bytes): each rank
+// stores the lines it sends straight into its peers' LL areas, then polls
+// its own area for the lines sent to it. A thread's lines are the same
+// offsets in every rank's block, and it sends each before it writes that
+// offset of out, so in place is safe. A rank reuses a peer's LL area two
+// jobs later, having received that peer's lines of the job between, which
+// the peer sent only after finishing the job before: every rank sends to
+// and receives from every other, so none runs ahead. (A bcast's root would:
+// it hears from no one, so bcast goes through the slots.)
+__device__ __forceinline__ void move_ll(const Peers &P, const Call &C, const char *in, char *out, u64 blk, int mode, u32 nb)
+{
+	u64 lo, hi;
+	my_range(blk, nb, &lo, &hi);
+	const u64 end = hi / 8, stride = blockDim.x;
+	bool gave_up = false;
+	for (u64 base = lo / 8 + threadIdx.x; base < end; base += CMX_LL_BATCH * stride) {
+		uint2 x[CMX_LL_BATCH];
+		for (int k = 0; k < C.n; k++) {
+			const int p = (C.me + k) % C.n; // this rank's own block first
+			if (k == 0 || mode == MOVE_ALLTOALL)
+#pragma unroll
+				for (int u = 0; u < CMX_LL_BATCH; u++)
+					if (base + u * stride < end)
+						x[u] = in8(in + (mode == MOVE_ALLTOALL ? p * blk : 0) + (base + u * stride) * 8);
+#pragma unroll
+			for (int u = 0; u < CMX_LL_BATCH; u++)
+				if (base + u * stride < end) {
+					if (k)
+						st_ll(P.ll_area(p) + C.me * CMX_LL_SLOT + (base + u * stride) * 16, x[u], C.epoch);
+					else
+						out8(out + C.me * blk + (base + u * stride) * 8, x[u]);
+				}
+		}
+		for (int p = 0; p < C.n; p++) {
+			if (p == C.me)
+				continue;
+			ld_ll(P.ll_area(C.me) + p * CMX_LL_SLOT, base, stride, end, C, p, &gave_up, x);
+#pragma unroll
+			for (int u = 0; u < CMX_LL_BATCH; u++)
+				if (base + u * stride < end)
+					out8(out + p * blk + (base + u * stride) * 8, x[u]);
+		}
+	}
+}
+
 // ---- the resident kernel ----
 
 // A job as the host rings it: three 16-byte chunks in one host cache line,
@@ -543,7 +588,10 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 	char *out = (char *)J.out;
 	const bool ll = J.code & JOB_LL, two = J.code & JOB_TWOSHOT;
 	if ((J.code & 0xf) == JOB_MOVE) {
-		move(P, C, in, out, J.n, J.code >> 8, J.nb);
+		if (ll)
+			move_ll(P, C, in, out, J.n, J.code >> 8, J.nb);
+		else
+			move(P, C, in, out, J.n, J.code >> 8, J.nb);
 		return;
 	}
 	switch (J.code >> 8) { // type * 3 + op, types in the order of capi/fused.c

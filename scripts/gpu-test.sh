@@ -15,8 +15,11 @@ LIB=$PWD/build/libcollmux.so
 NGPU=$(nvidia-smi -L | wc -l)
 B=$(mktemp -d)
 PASS=0 FAIL=0
-result() { # result STATUS NAME
-  if [ "$1" = 0 ]; then PASS=$((PASS + 1)); echo "PASS $2"; else FAIL=$((FAIL + 1)); echo "FAIL $2"; fi
+: > "$OUT/gpu-tests.txt"
+result() { # result STATUS NAME: one line here and in gpu-tests.txt
+  local word=PASS
+  if [ "$1" = 0 ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)) word=FAIL; fi
+  echo "$word $2" | tee -a "$OUT/gpu-tests.txt"
 }
 X=(-x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
 run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
@@ -40,6 +43,7 @@ mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/colltest_cuda tests/c/colltest.c
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
+mpicc -I$CUDA/include -o $B/commfree tests/gpu/commfree.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 set +x
 
@@ -83,9 +87,21 @@ for mode in linger200 linger0 oneshot twoshot nccl; do
   run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
   rc=$?
   grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$NGPU" = 1 ]
-  result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
+  result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, 200 bcasts in a row, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
   grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
 done
+
+# communicators made and freed in a loop, more than a process has
+# workspaces: each freed one's workspace goes to the next communicator of
+# the same processes (any rank order), so no call falls back to NCCL
+run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_LOG=info -x COLLMUX_STATS=$B/cf.json $B/commfree > $B/cf.out 2>&1
+rc=$?
+n=$(calls $B/cf.json nccl) f=$(calls $B/cf.json fused) t=$(grep -c 'taken over' $B/cf.out)
+echo "  commfree: fused $f calls, nccl $n, workspaces taken over $t times"
+grep -q "0 failures" $B/cf.out && [ $rc = 0 ] && [ "$n" = 0 ] && [ "$f" -gt 0 ] && [ "$t" -ge 40 ]
+result $? "44 communicators made and freed (half with ranks reversed): every call fused, freed workspaces taken over; opposite-order frees do not hang: $(grep '^commfree' $B/cf.out)"
+grep "^first use" $B/cf.out
+[ "$n" = 0 ] || grep -v '^\[' $B/cf.out | head -12
 
 # kernels compiled ahead of time (as CMake does where nvcc exists) are
 # loaded from collmux-kernels/ beside the library instead of NVRTC
@@ -122,7 +138,7 @@ grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(gr
 [ "$(calls $B/py.json nccl)" -gt 0 ]; result $? "mpi4py device calls went to NCCL"
 grep -q "0 failures" $B/py || tail -30 $B/py
 
-echo "summary: $PASS passed, $FAIL failed" | tee "$OUT/gpu-tests.txt"
+echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
 if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu -lcuda && $B/launch_floor | tee "$OUT/launch-floor.txt"

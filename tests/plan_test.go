@@ -10,10 +10,10 @@ import (
 	"collmux/fused"
 )
 
-// plan runs tests/c/plantest (capi/fused_plan.c compiled in, with the C
-// compiler alone: no MPI) on the given "COLL BYTES RANKS ALGO" lines and
-// returns its answers, one per line.
-func plan(t *testing.T, lines []string) []string {
+// plantest runs tests/c/plantest (capi/fused_plan.c compiled in, with
+// the C compiler alone: no MPI) on the given lines and returns its
+// answers, one per line.
+func plantest(t *testing.T, lines []string) []string {
 	t.Helper()
 	capi := filepath.Join(repoRoot(), "capi")
 	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=c11", "-Wextra", "-Werror", "-I"+capi,
@@ -50,18 +50,24 @@ func TestFusedPlan(t *testing.T) {
 		{"allreduce 8388608 2 auto", "oneshot 32"}, // the workspace's slot, full
 		{"allreduce 8388609 2 auto", "none"},       // more than it holds
 		{"allreduce 0 2 auto", "ll 1"},             // nothing to reduce still takes a job
-		{"allgather 4096 2 auto", "move 2"},        // moves: a block per 2 KiB of one rank's block
+		{"allgather 4096 2 auto", "llmove 1"},      // moves: LL as well, by one rank's block
+		{"allgather 262144 2 auto", "llmove 32"},   // the LL limit
+		{"allgather 262152 2 auto", "move 32"},     // past it: through the slots
+		{"allgather 4100 2 auto", "move 3"},        // not a multiple of 8: a block per 2 KiB
+		{"alltoall 4096 2 auto", "llmove 1"},       //
+		{"alltoall 4096 2 oneshot", "move 2"},      // a forced algorithm: through the slots
+		{"bcast 256 2 auto", "move 1"},             // never LL: the root would run ahead
 		{"allgather 8388608 8 auto", "move 32"},    // one rank's block fills the slot
 		{"alltoall 1048576 8 auto", "move 32"},     // all 8 blocks fill it
 		{"alltoall 1048577 8 auto", "none"},        //
 		{"bcast 8388609 2 auto", "none"},           //
-		{"bcast 100 2 twoshot", "move 1"},          // the algorithm is the all-reduce's alone
+		{"bcast 100 2 twoshot", "move 1"},          // no two shots but for the all-reduce
 	}
 	lines := make([]string, len(cases))
 	for i, c := range cases {
-		lines[i] = c.in
+		lines[i] = "plan " + c.in
 	}
-	for i, got := range plan(t, lines) {
+	for i, got := range plantest(t, lines) {
 		if got != cases[i].want {
 			t.Errorf("%s: plan %q, want %q", cases[i].in, got, cases[i].want)
 		}
@@ -92,12 +98,46 @@ func TestFusedPlanAgreesWithServes(t *testing.T) {
 	}
 	lines := make([]string, len(qs))
 	for i, x := range qs {
-		lines[i] = fmt.Sprintf("%s %d %d auto", x.coll, x.per, x.ranks)
+		lines[i] = fmt.Sprintf("plan %s %d %d auto", x.coll, x.per, x.ranks)
 	}
-	for i, got := range plan(t, lines) {
+	for i, got := range plantest(t, lines) {
 		x := qs[i]
 		if fits, serves := got != "none", fused.Serves("fused", x.coll, x.whole, x.ranks); fits != serves {
 			t.Errorf("%s of %d bytes (%d a rank) on %d ranks: plan %q, fused.Serves %v", x.coll, x.whole, x.per, x.ranks, got, serves)
+		}
+	}
+}
+
+// Taking over a freed communicator's workspace: only one that every rank
+// offers, whose old places form a permutation of the new ranks, with the
+// job numbers going on from the latest any rank rang. Offers are
+// "ID:OLD_RANK:LAST_JOB" (hex ID), one group per rank; the answer is
+// "ID SEQ OLD0 OLD1 ...". No GPU needed.
+func TestFusedPick(t *testing.T) {
+	cases := []struct {
+		name, offers, want string
+	}{
+		{"same ranks", "7:0:5 | 7:1:5", "7 5 0 1"},
+		{"ranks reversed", "7:1:5 | 7:0:5", "7 5 1 0"},
+		{"one rank stopped its kernel with an extra job", "7:0:5 | 7:1:6", "7 6 0 1"},
+		{"latest across the wrap", "7:0:4294967295 | 7:1:1", "7 1 0 1"},
+		{"the first of rank 0's that all offer", "3:0:2 7:1:9 | 7:0:9", "7 9 1 0"},
+		{"rank 0's order decides", "3:0:2 7:1:9 | 7:0:9 3:1:2", "3 2 0 1"},
+		{"a rank has not freed it yet", "7:0:5 | ", "none"},
+		{"nothing offered", " | ", "none"},
+		{"rank 0 offers nothing", " | 7:1:1", "none"},
+		{"two ranks claim one place", "7:0:5 | 7:0:5", "none"},
+		{"a place outside the communicator", "7:0:1 | 7:2:1", "none"},
+		{"three ranks", "a:2:4 | a:0:4 | a:1:4", "a 4 2 0 1"},
+		{"one rank", "a:0:4", "a 4 0"},
+	}
+	lines := make([]string, len(cases))
+	for i, c := range cases {
+		lines[i] = "pick " + c.offers
+	}
+	for i, got := range plantest(t, lines) {
+		if got != cases[i].want {
+			t.Errorf("%s (%s): %q, want %q", cases[i].name, cases[i].offers, got, cases[i].want)
 		}
 	}
 }

@@ -1,10 +1,17 @@
 /*
- * plantest: the fused backend's plan (capi/fused_plan.c, compiled into
- * this program) for each line "COLL BYTES RANKS ALGO" on stdin, where COLL
- * is allreduce, allgather, alltoall or bcast and ALGO auto, oneshot or
- * twoshot. Prints one line each: "PROTO BLOCKS" (PROTO ll, oneshot,
- * twoshot or move) or "none" when the workspace cannot hold the call.
+ * plantest: the fused backend's decisions that need no GPU (compiled in
+ * from capi/fused_plan.c), one line of stdin each, one line of answer:
+ *
+ *   plan COLL BYTES RANKS ALGO   COLL allreduce, allgather, alltoall or
+ *                                bcast; ALGO auto, oneshot or twoshot.
+ *                                "PROTO BLOCKS" (PROTO ll, oneshot, twoshot,
+ *                                llmove or move), or "none" when the workspace
+ *                                cannot hold the call.
+ *   pick OFFERS | OFFERS ...     each rank's retired workspaces, "ID:ME:SEQ"
+ *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
+ *                                the workspace every rank offers, or "none".
  */
+#define _DEFAULT_SOURCE /* strsep */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +26,7 @@ static int lookup(const char *s, const char *const *names, int n)
 	return -1;
 }
 
-int main(void)
+static int plan(const char *line)
 {
 	static const char *const colls[] = {"allreduce", "allgather", "alltoall", "bcast"};
 	static const int coll_ids[] = {CMX_COLL_ALLREDUCE, CMX_COLL_ALLGATHER, CMX_COLL_ALLTOALL, CMX_COLL_BCAST};
@@ -27,20 +34,61 @@ int main(void)
 	static const int algo_ids[] = {CMX_ALGO_AUTO, CMX_ALGO_ONESHOT, CMX_ALGO_TWOSHOT};
 	char coll[32], algo[32];
 	unsigned long long bytes;
-	int ranks;
-	while (scanf("%31s %llu %d %31s", coll, &bytes, &ranks, algo) == 4) {
-		int c = lookup(coll, colls, 4), a = lookup(algo, algos, 3);
-		if (c < 0 || a < 0) {
-			fprintf(stderr, "plantest: bad line: %s %llu %d %s\n", coll, bytes, ranks, algo);
+	int ranks, c, a;
+	if (sscanf(line, "%31s %llu %d %31s", coll, &bytes, &ranks, algo) != 4 || (c = lookup(coll, colls, 4)) < 0 ||
+	    (a = lookup(algo, algos, 3)) < 0)
+		return 0;
+	uint32_t proto, nb;
+	if (!cmx_fused_plan(coll_ids[c], bytes, ranks, algo_ids[a], &proto, &nb)) {
+		puts("none");
+		return 1;
+	}
+	const char *p = proto == JOB_LL ? "ll" : proto == JOB_TWOSHOT ? "twoshot" : "oneshot";
+	if (coll_ids[c] != CMX_COLL_ALLREDUCE)
+		p = proto == JOB_LL ? "llmove" : "move";
+	printf("%s %u\n", p, nb);
+	return 1;
+}
+
+static int pick(char *line)
+{
+	static cmx_ws_offer offers[MAX_RANKS * MAX_WORKSPACES];
+	memset(offers, 0, sizeof offers);
+	int ranks = 0, old[MAX_RANKS];
+	for (char *rest = line, *row; (row = strsep(&rest, "|")); ranks++) {
+		if (ranks == MAX_RANKS)
+			return 0;
+		int k = 0;
+		for (char *save, *w = strtok_r(row, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+			cmx_ws_offer *o = &offers[ranks * MAX_WORKSPACES + k++];
+			unsigned long long id;
+			if (k > MAX_WORKSPACES || sscanf(w, "%llx:%d:%u", &id, &o->me, &o->seq) != 3)
+				return 0;
+			o->id = id;
+		}
+	}
+	uint32_t seq;
+	const uint64_t id = cmx_fused_pick(offers, ranks, old, &seq);
+	if (!id) {
+		puts("none");
+		return 1;
+	}
+	printf("%llx %u", (unsigned long long)id, seq);
+	for (int r = 0; r < ranks; r++)
+		printf(" %d", old[r]);
+	putchar('\n');
+	return 1;
+}
+
+int main(void)
+{
+	char line[4096];
+	while (fgets(line, sizeof line, stdin)) {
+		int ok = strncmp(line, "plan ", 5) == 0 ? plan(line + 5) : strncmp(line, "pick", 4) == 0 ? pick(line + 4) : 0;
+		if (!ok) {
+			fprintf(stderr, "plantest: bad line: %s", line);
 			return 2;
 		}
-		uint32_t proto, nb;
-		if (!cmx_fused_plan(coll_ids[c], bytes, ranks, algo_ids[a], &proto, &nb)) {
-			puts("none");
-			continue;
-		}
-		const char *p = coll_ids[c] != CMX_COLL_ALLREDUCE ? "move" : proto == JOB_LL ? "ll" : proto == JOB_TWOSHOT ? "twoshot" : "oneshot";
-		printf("%s %u\n", p, nb);
 	}
 	return 0;
 }

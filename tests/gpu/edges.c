@@ -7,7 +7,8 @@
  * past it, in place; and two communicators used at once by two threads
  * (MPI_THREAD_MULTIPLE), each with its own resident kernel, with
  * cudaFree (which waits for the whole device) between calls, and copies
- * on the legacy default stream. Run it with NCCL forced as well.
+ * on the legacy default stream; 200 bcasts in a row, the receivers starting
+ * late. Run it with NCCL forced as well.
  * Prints "edges: N ranks, F failures".
  */
 #include <mpi.h>
@@ -87,6 +88,33 @@ static void sweep(MPI_Comm comm, int salt)
 	cudaFree(b);
 }
 
+/* 200 bcasts in a row from rank 0, the other ranks starting late: a root
+ * hears from no one in a bcast, and must not run ahead of its receivers
+ * (overwriting what they have not read yet) */
+static void bcasts(void)
+{
+	enum { K = 200, B = 64 };
+	char *d;
+	unsigned char *h = malloc(K * B);
+	CUDA_OK(cudaMalloc((void **)&d, K * B));
+	CUDA_OK(cudaMemset(d, 0, K * B));
+	if (rank != 0)
+		usleep(200000);
+	for (int k = 0; k < K; k++) {
+		if (rank == 0)
+			CUDA_OK(cudaMemset(d + k * B, k + 1, B));
+		MPI_Bcast(d + k * B, B, MPI_BYTE, 0, MPI_COMM_WORLD);
+	}
+	CUDA_OK(cudaMemcpy(h, d, K * B, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < K * B; i++)
+		if (h[i] != (unsigned char)(i / B + 1)) {
+			fail("bcasts in a row", 0, B, i, h[i], (unsigned char)(i / B + 1));
+			break;
+		}
+	cudaFree(d);
+	free(h);
+}
+
 static void *thread_main(void *arg)
 {
 	MPI_Comm comm = *(MPI_Comm *)arg;
@@ -104,6 +132,7 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	sweep(MPI_COMM_WORLD, 0);
+	bcasts();
 	if (provided == MPI_THREAD_MULTIPLE) {
 		MPI_Comm c[2];
 		pthread_t t[2];
