@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 )
 
 //go:embed kernels.cu
@@ -90,26 +91,44 @@ func CacheDir(getenv func(string) string) string {
 }
 
 // Load returns the cached image for key, or compiles it with compile and
-// caches it. Several ranks may race to fill the cache: each writes a
-// private temporary file and renames it into place, so a reader never sees
-// a partial image. A cache that cannot be written only costs a recompile.
+// caches it. The ranks of a node start together and would all compile at
+// once (NVRTC takes about a minute here, and memory, in every rank): the
+// first takes a lock file beside the image and compiles, and the others
+// wait for it and read what it wrote. The image is written to a private
+// temporary file and renamed into place, so a reader never sees a partial
+// one. Where the cache cannot be written, or the lock taken, each rank
+// compiles for itself.
 func Load(dir, key string, compile func() ([]byte, error)) ([]byte, error) {
 	path := filepath.Join(dir, key+".cubin")
-	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+	read := func() []byte {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b
+		}
+		return nil
+	}
+	if b := read(); b != nil {
 		return b, nil
+	}
+	if os.MkdirAll(dir, 0o755) == nil {
+		if lock, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o644); err == nil {
+			defer lock.Close() // releases the lock
+			if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX) == nil {
+				if b := read(); b != nil { // another rank compiled it meanwhile
+					return b, nil
+				}
+			}
+		}
 	}
 	b, err := compile()
 	if err != nil {
 		return nil, err
 	}
-	if os.MkdirAll(dir, 0o755) == nil {
-		if f, err := os.CreateTemp(dir, key+".tmp*"); err == nil {
-			_, werr := f.Write(b)
-			if cerr := f.Close(); werr == nil && cerr == nil {
-				os.Rename(f.Name(), path)
-			} else {
-				os.Remove(f.Name())
-			}
+	if f, err := os.CreateTemp(dir, key+".tmp*"); err == nil {
+		_, werr := f.Write(b)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			os.Rename(f.Name(), path)
+		} else {
+			os.Remove(f.Name())
 		}
 	}
 	return b, nil

@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestCacheKey(t *testing.T) {
@@ -68,6 +71,38 @@ func TestLoadCompilesOnceThenReadsCache(t *testing.T) {
 	for _, e := range entries {
 		if strings.Contains(e.Name(), ".tmp") {
 			t.Errorf("temporary file left behind: %s", e.Name())
+		}
+	}
+}
+
+// Ranks that start together compile once between them: the others wait
+// for the first and read its image (each racer opens the lock file
+// itself, as separate processes do).
+func TestLoadRacersCompileOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	var calls atomic.Int32
+	compile := func() ([]byte, error) {
+		calls.Add(1)
+		time.Sleep(100 * time.Millisecond) // long enough for every racer to miss the cache
+		return []byte("CUBIN"), nil
+	}
+	const racers = 8
+	got := make([][]byte, racers)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = Load(dir, "k", compile)
+		}()
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d racers compiled %d times, want once", racers, n)
+	}
+	for i, b := range got {
+		if string(b) != "CUBIN" {
+			t.Errorf("racer %d got %q", i, b)
 		}
 	}
 }
