@@ -53,7 +53,7 @@ typedef struct {
 struct cmx_fused {
 	char *peer[MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
 	int n, me;
-	uint64_t id;     /* the same on every rank: rank 0's pid and workspace count at set-up */
+	uint64_t id;     /* the same on every rank: rank 0's pid and count of set-ups when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
 	int running;     /* that instance may still be running */
