@@ -15,6 +15,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "zcoll.h"
 
@@ -275,6 +278,17 @@ void cmx_gate_arrive(cmx_gate *g);                /* this rank is in the next ca
  * gives up at once; the caller reports why) or after COLLMUX_TIMEOUT or
  * when a peer gave up (reported here); the peers then fail the call too. */
 int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready);
+
+/* A random number, never 0, for what processes name for each other (the
+ * gate's shared page, a fused workspace): pids repeat over time and
+ * across pid namespaces that share /dev/shm and the GPUs. */
+static inline uint64_t cmx_nonce(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+		v = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&v ^ (uint64_t)clock();
+	return v ? v : 1;
+}
 
 static inline void cmx_cpu_relax(void)
 {

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "_cgo_export.h"
 #include "cmx.h"
@@ -53,7 +52,7 @@ typedef struct {
 struct cmx_fused {
 	char *peer[MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
 	int n, me;
-	uint64_t id;     /* the same on every rank: rank 0's pid and count of set-ups when it was made */
+	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
 	int running;     /* that instance may still be running */
@@ -240,7 +239,6 @@ static void create(cmx_comm *c, uint64_t id)
  * a workspace every rank offers, or make a new one. */
 static void setup(cmx_comm *c, const void *buf)
 {
-	static uint32_t made;
 	struct {
 		char host[64], bus[32];
 		int ok, arch, algo, room;
@@ -253,7 +251,7 @@ static void setup(cmx_comm *c, const void *buf)
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 	me.algo = cmx_cfg.fused_algo;
-	me.new_id = (uint64_t)getpid() << 16 | (__atomic_add_fetch(&made, 1, __ATOMIC_RELAXED) & 0xffff);
+	me.new_id = cmx_nonce();
 	if (me.ok)
 		me.room = offer(c->size, me.offers);
 	c->fused_state = -1;

@@ -61,7 +61,6 @@ static struct cmx_gate *gate_open(cmx_comm *c)
 	if (!cmx_comm_agree(c, one_node && level == THREAD_MULTIPLE))
 		return NULL;
 
-	static unsigned made;
 	struct {
 		char name[48];
 		int ok;
@@ -69,7 +68,7 @@ static struct cmx_gate *gate_open(cmx_comm *c)
 	size_t len = ((size_t)c->size * sizeof(slot_t) + 4095) & ~(size_t)4095;
 	int fd = -1;
 	if (c->rank == 0) {
-		snprintf(msg.name, sizeof msg.name, "/collmux-gate-%d-%u", (int)getpid(), __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED));
+		snprintf(msg.name, sizeof msg.name, "/collmux-gate-%016llx", (unsigned long long)cmx_nonce());
 		fd = shm_open(msg.name, O_RDWR | O_CREAT | O_EXCL, 0600);
 		msg.ok = fd >= 0 && ftruncate(fd, (off_t)len) == 0;
 	}
