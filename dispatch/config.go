@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,7 +13,8 @@ import (
 	"collmux/tune"
 )
 
-// LogLevel is how much collmux writes to stderr (COLLMUX_LOG).
+// LogLevel is how much collmux writes to stderr (COLLMUX_LOG), in the
+// order COLLMUX_LOG names them.
 type LogLevel int
 
 const (
@@ -50,11 +52,14 @@ type Config struct {
 }
 
 // FusedAlgo is how the fused kernels all-reduce (COLLMUX_FUSED_ALGO).
+// Its values are in the order COLLMUX_FUSED_ALGO names them.
 type FusedAlgo int
 
 const (
 	// AlgoAuto: the LL protocol up to 256 KiB (sizes a multiple of 8
-	// bytes), then one shot on two ranks and two shots on more.
+	// bytes; all-gather and all-to-all too), then one shot on two ranks
+	// and two shots on more. A forced algorithm sends the all-gather and
+	// all-to-all through the slots as well.
 	AlgoAuto FusedAlgo = iota
 	// AlgoOneShot: every rank reads every peer's whole message.
 	AlgoOneShot
@@ -144,40 +149,26 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	default:
 		c.Stats, c.StatsPath = StatsText, v
 	}
-	switch v := strings.TrimSpace(getenv("COLLMUX_LOG")); v {
-	case "", "warn":
-		c.Log = LogWarn
-	case "info":
-		c.Log = LogInfo
-	case "decisions":
-		c.Log = LogDecisions
-	case "debug":
-		c.Log = LogDebug
-	default:
-		return c, fmt.Errorf("COLLMUX_LOG=%q: want warn, info, decisions or debug", v)
+	log, err := choiceVar(getenv, "COLLMUX_LOG", "warn", "info", "decisions", "debug")
+	if err != nil {
+		return c, err
 	}
+	c.Log = LogLevel(log)
 	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
 	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
-	var err error
 	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", 300, 1, 1<<30, "a positive number of seconds"); err != nil {
 		return c, err
 	}
-	switch v := strings.TrimSpace(getenv("COLLMUX_STREAM_ORDER")); v {
-	case "", "default":
-	case "none":
-		c.Unordered = true
-	default:
-		return c, fmt.Errorf("COLLMUX_STREAM_ORDER=%q: want default or none", v)
+	order, err := choiceVar(getenv, "COLLMUX_STREAM_ORDER", "default", "none")
+	if err != nil {
+		return c, err
 	}
-	switch v := strings.TrimSpace(getenv("COLLMUX_FUSED_ALGO")); v {
-	case "", "auto":
-	case "oneshot":
-		c.FusedAlgo = AlgoOneShot
-	case "twoshot":
-		c.FusedAlgo = AlgoTwoShot
-	default:
-		return c, fmt.Errorf("COLLMUX_FUSED_ALGO=%q: want auto, oneshot or twoshot", v)
+	c.Unordered = order == 1
+	algo, err := choiceVar(getenv, "COLLMUX_FUSED_ALGO", "auto", "oneshot", "twoshot")
+	if err != nil {
+		return c, err
 	}
+	c.FusedAlgo = FusedAlgo(algo)
 	if c.LingerUS, err = intVar(getenv, "COLLMUX_FUSED_LINGER", DefaultLingerUS, 0, 10_000_000, "microseconds from 0 to 10000000"); err != nil {
 		return c, err
 	}
@@ -213,6 +204,20 @@ func intVar(getenv func(string) string, name string, def, lo, hi int, want strin
 		return def, fmt.Errorf("%s=%q: want %s", name, v, want)
 	}
 	return n, nil
+}
+
+// choiceVar reads variable name as the index of its value among values;
+// unset is the first.
+func choiceVar(getenv func(string) string, name string, values ...string) (int, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	if i := slices.Index(values, v); i >= 0 {
+		return i, nil
+	}
+	last := len(values) - 1
+	return 0, fmt.Errorf("%s=%q: want %s or %s", name, v, strings.Join(values[:last], ", "), values[last])
 }
 
 func isTrue(v string) bool {
