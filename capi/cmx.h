@@ -290,6 +290,14 @@ static inline uint64_t cmx_nonce(void)
 	return v ? v : 1;
 }
 
+/* monotonic time, for timing calls and waits */
+static inline uint64_t cmx_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static inline void cmx_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -341,6 +349,5 @@ typedef struct {
 } cmx_stat;
 extern cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 extern int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET]; /* rule index + 1 that routed the cell's calls */
-uint64_t cmx_now_ns(void);
 
 #endif

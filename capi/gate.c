@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cmx.h"
@@ -122,13 +121,6 @@ void cmx_gate_arrive(cmx_gate *g)
 		__atomic_store_n(&g->slot[g->me].seq, ++g->seq, __ATOMIC_RELEASE);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Waits for rank p to enter the gate's current call: 1 when it has, 0
  * after the time limit (counted from *start, set at the first check), -1
  * when p gave up on the call. */
@@ -141,7 +133,7 @@ static int await_rank(const cmx_gate *g, int p, uint64_t *start)
 		if (v >= g->seq)
 			return 1;
 		if (spins % 1024 == 0) {
-			uint64_t t = now_ns();
+			uint64_t t = cmx_now_ns();
 			*start = *start ? *start : t;
 			if (t - *start > (uint64_t)cmx_cfg.timeout * 1000000000ull)
 				return 0;

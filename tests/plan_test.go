@@ -11,12 +11,12 @@ import (
 )
 
 // plantest runs tests/c/plantest (capi/fused_plan.c compiled in, with
-// the C compiler alone: no MPI) on the given lines and returns its
-// answers, one per line.
+// the C compiler alone: no MPI; in GNU C, as cgo compiles the library) on
+// the given lines and returns its answers, one per line.
 func plantest(t *testing.T, lines []string) []string {
 	t.Helper()
 	capi := filepath.Join(repoRoot(), "capi")
-	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=c11", "-Wextra", "-Werror", "-I"+capi,
+	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=gnu11", "-Wextra", "-Werror", "-I"+capi,
 		filepath.Join(capi, "fused_plan.c"))
 	cmd := exec.Command(bin)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")

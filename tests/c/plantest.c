@@ -11,7 +11,6 @@
  *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
  *                                the workspace every rank offers, or "none".
  */
-#define _DEFAULT_SOURCE /* strsep */
 #include <stdio.h>
 #include <string.h>
 
