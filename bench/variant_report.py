@@ -48,7 +48,9 @@ def main():
             ups = " ".join("%.2f" % x[1] for x in r)
             cells.append("%s (%.1f µs)" % (ups, statistics.median(x[0] for x in r)) if r else "")
         print("| %d | %s |" % (b, " | ".join(cells)))
-    means = ["%.3f" % statistics.mean(x[1] for r in runs[v].values() for x in r) for v in variants]
+    # a variant whose runs all failed (no rows) gets an empty cell, as above
+    ups = {v: [x[1] for r in runs[v].values() for x in r] for v in variants}
+    means = ["%.3f" % statistics.mean(ups[v]) if ups[v] else "" for v in variants]
     print("| mean speed-up | " + " | ".join(means) + " |")
 
 
