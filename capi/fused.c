@@ -301,9 +301,6 @@ static void setup(cmx_comm *c, const void *buf)
 
 /* ---- the resident kernel ---- */
 
-/* job numbers run 1, 2, ..., 0xffffffff, 1, ...: never 0 (see LL in kernels.cu) */
-static uint32_t next_seq(uint32_t s) { return s + 1 ? s + 1 : 1; }
-
 static int start(struct cmx_fused *f)
 {
 	ring_t R = {.bell = f->bell_d, .ctl = f->peer[f->me] + CTL_OFF, .slot = SLOT, .ll_off = LL_OFF, .n = f->n, .me = f->me};
@@ -312,7 +309,7 @@ static int start(struct cmx_fused *f)
 	R.timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
 	R.linger_ns = (uint64_t)cmx_cfg.linger_us * 1000ull;
 	/* the job just rung is the first it takes (numbers skip 0, see LL in kernels.cu) */
-	R.launch = ++f->launch, R.last = f->seq - 1 ? f->seq - 1 : 0xffffffffu;
+	R.launch = ++f->launch, R.last = cmx_fused_prev_seq(f->seq);
 	void *args[] = {&R};
 	return f->running = cmx_cuda_launch(fn_ring, GRID, 512, f->stream, args);
 }
@@ -344,7 +341,7 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb)
 {
 	volatile bell_t *b = f->bell;
-	const uint32_t s = f->seq = next_seq(f->seq);
+	const uint32_t s = f->seq = cmx_fused_next_seq(f->seq);
 	b->code = code, b->in = (uintptr_t)in;
 	__atomic_store_n(&b->seq_a, s, __ATOMIC_RELEASE);
 	b->nb = nb, b->out = (uintptr_t)out;

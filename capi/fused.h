@@ -26,6 +26,17 @@ enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
  * when the workspace cannot hold the call. */
 int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *proto, uint32_t *nb);
 
+/* Job numbers, the flags' epochs and the LL lines' tags: 1, 2, ...,
+ * SEQ_LAST, 1, ... Never 0, so a line never written cannot pass for one;
+ * and an even count of them, so consecutive jobs always differ in parity,
+ * which picks their data slot and LL area (two of each): a job never
+ * writes the area its predecessor's readers may still be reading. (With
+ * 0xffffffff in the cycle, that job and the next, 1, were both odd.)
+ * next_seq in kernels.cu is the same. */
+#define SEQ_LAST 0xfffffffeu
+uint32_t cmx_fused_next_seq(uint32_t s);
+uint32_t cmx_fused_prev_seq(uint32_t s);
+
 /* A workspace whose communicator was freed, as a rank offers it to a new
  * communicator of the same processes: its id (the same on every rank that
  * holds it; 0: no offer), the rank's place in it and the last job rung. */

@@ -38,6 +38,10 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
 	return 1;
 }
 
+uint32_t cmx_fused_next_seq(uint32_t s) { return s >= SEQ_LAST ? 1 : s + 1; }
+
+uint32_t cmx_fused_prev_seq(uint32_t s) { return s <= 1 ? SEQ_LAST : s - 1; }
+
 uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq)
 {
 	if (ranks < 1 || ranks > MAX_RANKS)

@@ -510,8 +510,10 @@ struct Ring {
 	u32 launch, last; // this instance's id; the job finished before it started
 };
 
-// job numbers run 1, 2, ..., 0xffffffff, 1, ...: never 0 (see LL)
-__device__ __forceinline__ u32 next_seq(u32 s) { return s + 1 ? s + 1 : 1; }
+// job numbers run 1, 2, ..., 0xfffffffe, 1, ...: never 0 (see LL), and
+// consecutive ones differ in parity, which picks the slot and LL area
+// (cmx_fused_next_seq in capi/fused_plan.c)
+__device__ __forceinline__ u32 next_seq(u32 s) { return s >= 0xfffffffeu ? 1 : s + 1; }
 
 // Block 0 waits for the job after `last` at the doorbell and publishes it
 // to the other blocks, if it has any; after linger_ns without one it stops

@@ -108,6 +108,32 @@ func TestFusedPlanAgreesWithServes(t *testing.T) {
 	}
 }
 
+// Job numbers skip 0 (an LL line never written cannot pass for one) and
+// alternate in parity across the wrap (consecutive jobs use different data
+// slots and LL areas); prev undoes next.
+func TestJobNumbers(t *testing.T) {
+	cases := []struct{ s, next, prev uint32 }{
+		{0, 1, 0xfffffffe}, // a new workspace: its first job is 1
+		{1, 2, 0xfffffffe},
+		{2, 3, 1},
+		{0xfffffffd, 0xfffffffe, 0xfffffffc},
+		{0xfffffffe, 1, 0xfffffffd}, // the wrap: even, then odd
+	}
+	lines := make([]string, len(cases))
+	for i, c := range cases {
+		lines[i] = fmt.Sprintf("seq %d", c.s)
+	}
+	for i, got := range plantest(t, lines) {
+		c := cases[i]
+		if want := fmt.Sprintf("%d %d", c.next, c.prev); got != want {
+			t.Errorf("seq %#x: %q, want %q", c.s, got, want)
+		}
+		if c.s != 0 && (c.next^c.s)&1 == 0 {
+			t.Errorf("jobs %#x and %#x have the same parity", c.s, c.next)
+		}
+	}
+}
+
 // Taking over a freed communicator's workspace: only one that every rank
 // offers, whose old places form a permutation of the new ranks, with the
 // job numbers going on from the latest any rank rang. Offers are
@@ -120,7 +146,7 @@ func TestFusedPick(t *testing.T) {
 		{"same ranks", "7:0:5 | 7:1:5", "7 5 0 1"},
 		{"ranks reversed", "7:1:5 | 7:0:5", "7 5 1 0"},
 		{"one rank stopped its kernel with an extra job", "7:0:5 | 7:1:6", "7 6 0 1"},
-		{"latest across the wrap", "7:0:4294967295 | 7:1:1", "7 1 0 1"},
+		{"latest across the wrap", "7:0:4294967294 | 7:1:1", "7 1 0 1"},
 		{"the first of rank 0's that all offer", "3:0:2 7:1:9 | 7:0:9", "7 9 1 0"},
 		{"rank 0's order decides", "3:0:2 7:1:9 | 7:0:9 3:1:2", "3 2 0 1"},
 		{"a rank has not freed it yet", "7:0:5 | ", "none"},

@@ -10,6 +10,7 @@
  *   pick OFFERS | OFFERS ...     each rank's retired workspaces, "ID:ME:SEQ"
  *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
  *                                the workspace every rank offers, or "none".
+ *   seq S                        the job numbers after and before S: "NEXT PREV".
  */
 #include <stdio.h>
 #include <string.h>
@@ -79,11 +80,26 @@ static int pick(char *line)
 	return 1;
 }
 
+static int seq(const char *line)
+{
+	unsigned s;
+	if (sscanf(line, "%u", &s) != 1)
+		return 0;
+	printf("%u %u\n", cmx_fused_next_seq(s), cmx_fused_prev_seq(s));
+	return 1;
+}
+
 int main(void)
 {
 	char line[4096];
 	while (fgets(line, sizeof line, stdin)) {
-		int ok = strncmp(line, "plan ", 5) == 0 ? plan(line + 5) : strncmp(line, "pick", 4) == 0 ? pick(line + 4) : 0;
+		int ok = 0;
+		if (strncmp(line, "plan ", 5) == 0)
+			ok = plan(line + 5);
+		else if (strncmp(line, "pick", 4) == 0)
+			ok = pick(line + 4);
+		else if (strncmp(line, "seq ", 4) == 0)
+			ok = seq(line + 4);
 		if (!ok) {
 			fprintf(stderr, "plantest: bad line: %s", line);
 			return 2;
