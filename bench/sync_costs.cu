@@ -14,7 +14,8 @@
 //             release, block 0 waits for all of them: the frame of a
 //             multi-block job, with and without a line to the peer first
 //
-// Built and run by scripts/gpu-test.sh when there are two GPUs.
+// Built and run by scripts/gpu-test.sh; with fewer than two GPUs (or no
+// peer access) it says so and measures nothing.
 #include <cuda_runtime.h>
 #include <stdio.h>
 
