@@ -14,6 +14,19 @@ CMX_EXPORT const char *collmux_mpi_abi(void)
 	return __atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE) ? names[cmx_abi.abi] : names[0];
 }
 
+/* MPIX_Query_cuda_support, as CUDA-aware MPIs answer it (PyTorch and
+ * others ask before they pass a device buffer): 1 while collmux carries
+ * device buffers, which it does wherever the CUDA driver is present;
+ * otherwise (COLLMUX_DISABLE, no driver) the MPI's own answer. */
+CMX_EXPORT int MPIX_Query_cuda_support(void)
+{
+	cmx_init();
+	if (!cmx_cfg.disable && cmx_cuda_present)
+		return 1;
+	int (*own)(void) = (int (*)(void))cmx_mpi_sym("MPIX_Query_cuda_support");
+	return own ? own() : 0;
+}
+
 CMX_EXPORT int collmux_comm_states(void) { return __atomic_load_n(&cmx_live_comms, __ATOMIC_RELAXED); }
 
 CMX_EXPORT int collmux_set_rules(const char *rules)

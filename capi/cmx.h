@@ -43,16 +43,18 @@ enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED,
 
 /* One intercepted call, whatever its shape (filled by zwrappers.c). */
 typedef struct cmx_args {
-	int fn, coll, large;
+	int fn, coll, form, large; /* form: CMX_FORM_* */
 	const void *sbuf;
 	void *rbuf;
 	cmx_count scount, rcount;
 	const void *scounts, *sdispls, *rcounts, *rdispls; /* int* or MPI_Count* / MPI_Aint* when large */
-	cmx_h stype, rtype, op, comm;
-	int root;
+	cmx_h stype, rtype, op, comm, info;
+	int root, dest, source, stag, rtag; /* point-to-point envelope */
+	void *status;                        /* MPI_Status * */
+	void *req;                           /* MPI_Request *: written through cmx_req_put */
+	void *msg;                           /* MPI_Message * (Mrecv, Imrecv) */
 	/* filled by the dispatcher */
-	int mem;        /* CMX_MEM_* */
-	uint64_t bytes; /* message size as nccl-tests counts it */
+	int mem; /* CMX_MEM_* */
 } cmx_args;
 
 /* ---- the real MPI ---- */
@@ -71,6 +73,9 @@ typedef struct {
 	int64_t in_place;
 	uint32_t comm_world, comm_self, comm_null, dtype_null, op_null;
 	int32_t root, proc_null, err_other;
+	uint32_t request_null;
+	int64_t status_ignore;
+	int32_t status_size;
 } cmx_abi_consts;
 extern const cmx_abi_consts cmx_consts_mpich, cmx_consts_mpi_abi, cmx_consts_openmpi;
 
@@ -82,7 +87,10 @@ typedef struct {
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
 	cmx_h uint64, op_sum, op_min, op_max, byte, int_; /* for collmux's own calls */
 	int root, proc_null, err_other;
-	const char *lib; /* path of the MPI library */
+	cmx_h request_null;
+	const void *status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
+	int status_size;           /* sizeof(MPI_Status) */
+	const char *lib;           /* path of the MPI library */
 } cmx_abi_t;
 extern cmx_abi_t cmx_abi;
 
@@ -91,6 +99,24 @@ static inline cmx_h cmx_norm(cmx_h h) { return cmx_abi.int_handles ? (cmx_h)(uin
 /* Real PMPI entry points of the intercepted functions (NULL if absent). */
 extern void *cmx_pmpi[CMX_NFN];
 extern const char *const cmx_fn_names[CMX_NFN];
+extern const short cmx_fn_nb[CMX_NFN];              /* persistent fn -> the nonblocking fn it starts */
+extern const unsigned char cmx_coll_p2p[CMX_NCOLL]; /* point-to-point families */
+
+/* MPI_Request and MPI_Message are ints in the MPICH ABI and pointers in the
+ * others: read and write them through these, never as cmx_h. */
+static inline cmx_h cmx_req_get(const void *p)
+{
+	return cmx_abi.int_handles ? (cmx_h)(uint32_t) * (const int *)p : *(const cmx_h *)p;
+}
+static inline void cmx_req_put(void *p, cmx_h h)
+{
+	if (cmx_abi.int_handles)
+		*(int *)p = (int)h;
+	else
+		*(cmx_h *)p = h;
+}
+/* the i-th request of an array of them */
+static inline void *cmx_req_at(void *arr, int i) { return (char *)arr + (size_t)i * (cmx_abi.int_handles ? sizeof(int) : sizeof(cmx_h)); }
 
 /* Other PMPI functions the core uses. */
 typedef int (*cmx_copy_fn)(cmx_h, int, void *, void *, void *, int *);
@@ -117,6 +143,27 @@ typedef struct {
 	int (*Allgather)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h);
 	int (*Type_get_extent)(cmx_h, cmx_aint *, cmx_aint *);
 	int (*Type_get_true_extent)(cmx_h, cmx_aint *, cmx_aint *);
+	/* requests (requests.c); MPI_Request and MPI_Status travel as void * */
+	int (*Send_init)(const void *, int, cmx_h, int, int, cmx_h, void *);
+	int (*Start)(void *);
+	int (*Startall)(int, void *);
+	int (*Wait)(void *, void *);
+	int (*Test)(void *, int *, void *);
+	int (*Waitall)(int, void *, void *);
+	int (*Testall)(int, void *, int *, void *);
+	int (*Waitany)(int, void *, int *, void *);
+	int (*Testany)(int, void *, int *, int *, void *);
+	int (*Waitsome)(int, void *, int *, int *, void *);
+	int (*Testsome)(int, void *, int *, int *, void *);
+	int (*Request_get_status)(cmx_h, int *, void *);
+	int (*Request_free)(void *);
+	int (*Cancel)(void *);
+	int (*Grequest_start)(void *, void *, void *, void *, void *);
+	int (*Grequest_complete)(cmx_h);
+	int (*Status_set_elements)(void *, cmx_h, int);
+	int (*Status_set_cancelled)(void *, int);
+	int (*Test_cancelled)(const void *, int *);
+	int (*Get_count)(const void *, cmx_h, int *);
 	/* Fortran handles (MPI_Fint, an int) to C ones, for the Fortran entry points */
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
@@ -175,6 +222,7 @@ typedef struct {
 extern cmx_state_t cmx_state;
 
 void cmx_init(void);
+void *cmx_mpi_sym(const char *name); /* a symbol of the real MPI library */
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -247,6 +295,8 @@ void *cmx_cuda_stream_new(int nonblocking);
 int cmx_cuda_query(void *stream); /* 1 idle, 0 busy, -1 failed */
 int cmx_cuda_legacy_idle(void);    /* waits for the legacy default stream */
 int cmx_cuda_after_legacy(void *stream, void **event); /* stream's next work waits for the legacy stream's, on the device */
+void *cmx_cuda_event_after(void *stream); /* an event recorded on stream now; NULL on failure */
+int cmx_cuda_event_done(void *event);     /* 1 done, 0 not yet, -1 failed */
 void cmx_cuda_event_free(void *event);
 void cmx_cuda_stream_free(void *stream);
 void *cmx_cuda_malloc(size_t n);
@@ -341,6 +391,19 @@ static inline int64_t cmx_count_sum(const void *arr, int n, int large)
 		s += cmx_at(arr, i, large);
 	return s;
 }
+
+/* ---- requests (requests.c): what completion calls must know ---- */
+typedef struct cmx_req cmx_req;
+/* The entry of the MPI request a call just wrote to *req, filed as one
+ * whose completion collmux finishes (made if it has none yet). */
+cmx_req *cmx_req_adopt(int fn, const void *req);
+void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
+/* On completion, copy len bytes from host `from` to device `dev` (with
+ * trim, only the bytes the status says arrived). */
+void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);
+int cmx_req_device(const cmx_args *a, void *event); /* *a->req: a request done when event is */
+int cmx_req_persistent(const cmx_args *a);          /* *a->req: a persistent call collmux starts itself */
+void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
 
 /* ---- statistics ---- */
 #define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */

@@ -31,6 +31,7 @@ static struct {
 	CUresult (*EventCreate)(void **, unsigned);
 	CUresult (*EventRecord)(void *, CUstream);
 	CUresult (*EventDestroy)(void *);
+	CUresult (*EventQuery)(void *);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemAllocHost)(void **, size_t);
@@ -82,6 +83,7 @@ int cmx_cuda_load(void)
 	SYM(EventCreate, "cuEventCreate");
 	SYM(EventRecord, "cuEventRecord");
 	SYM(EventDestroy, "cuEventDestroy_v2");
+	SYM(EventQuery, "cuEventQuery");
 	SYM(MemAlloc, "cuMemAlloc_v2");
 	SYM(MemFree, "cuMemFree_v2");
 	SYM(MemAllocHost, "cuMemAllocHost_v2");
@@ -190,6 +192,26 @@ int cmx_cuda_after_legacy(void *stream, void **event)
 	if (!*event && !ok(cu.EventCreate(event, CU_EVENT_DISABLE_TIMING)))
 		return 0;
 	return ok(cu.EventRecord(*event, CU_STREAM_LEGACY)) && ok(cu.StreamWaitEvent(stream, *event, 0));
+}
+
+/* An event recorded on stream now, for a nonblocking call to poll. */
+void *cmx_cuda_event_after(void *stream)
+{
+	enum { CU_EVENT_DISABLE_TIMING = 2 };
+	void *e = NULL;
+	if (!cu.EventQuery || !ok(cu.EventCreate(&e, CU_EVENT_DISABLE_TIMING)))
+		return NULL;
+	if (!ok(cu.EventRecord(e, stream))) {
+		cu.EventDestroy(e);
+		return NULL;
+	}
+	return e;
+}
+
+int cmx_cuda_event_done(void *event)
+{
+	CUresult r = cu.EventQuery(event);
+	return r == 0 ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : (ok(r), -1);
 }
 
 void cmx_cuda_event_free(void *event)

@@ -147,6 +147,10 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 {
 	if (a->coll == CMX_COLL_BARRIER)
 		return 0;
+	if (cmx_coll_p2p[a->coll]) { /* what this rank sends, or else receives */
+		int64_t size = cmx_type_size(a->sbuf ? a->stype : a->rtype, ask);
+		return size < 0 ? -1 : (a->sbuf ? a->scount : a->rcount) * size;
+	}
 	int n = c ? c->size : 1;
 	int64_t rs = cmx_type_size(a->rtype, ask);
 	int root = c && a->root == c->rank;
@@ -292,13 +296,14 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 
 /* run tries the chosen backend, then the fallbacks: fused kernels fall
  * back to NCCL, a device call NCCL cannot express is staged, and what
- * staging declines goes to MPI. */
+ * staging declines goes to MPI. The fused kernels hold the calling thread
+ * until the peers are done, so they take blocking calls only. */
 static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
 {
 	int rc = 0;
 	switch (backend) {
 	case CMX_BACKEND_FUSED:
-		if (c && a->mem == CMX_MEM_DEVICE && cmx_fused_run(c, a, &rc))
+		if (c && a->mem == CMX_MEM_DEVICE && a->form == CMX_FORM_BLOCKING && cmx_fused_run(c, a, &rc))
 			return *used = CMX_BACKEND_FUSED, rc;
 		/* fall through */
 	case CMX_BACKEND_NCCL:
@@ -306,13 +311,52 @@ static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
 			return *used = CMX_BACKEND_NCCL, rc;
 		/* fall through */
 	case CMX_BACKEND_STAGED:
-		if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && cmx_staged_run(c, a, &rc))
+		if (a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && cmx_staged_run(c, a, &rc))
 			return *used = CMX_BACKEND_STAGED, rc;
 		/* fall through */
 	default:
 		*used = CMX_BACKEND_MPI;
 		return cmx_forward(a);
 	}
+}
+
+/* A collective in any form. A persistent one whose buffers are on the
+ * device (or that the MPI lacks) is collmux's own: each start routes its
+ * nonblocking form as a call of its own. */
+static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
+{
+	cmx_comm *c = *cp = cmx_comm_get(a->comm);
+	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
+		refresh_routes(c);
+	a->mem = call_mem(a, c);
+	if (a->form == CMX_FORM_PERSISTENT)
+		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a);
+	int rc = 0;
+	if (c && !c->inter) {
+		*bytes = route_bytes(a, c);
+		const cmx_route *r = pick(c, a, *bytes);
+		if (r)
+			*backend = r->backend, *rule = r->rule;
+		if (cmx_cfg.check && (rc = check(a, c, *bytes)) != 0)
+			return rc;
+	}
+	return run(c, a, *backend, used);
+}
+
+/* Point-to-point: the MPI matches every message; device buffers travel
+ * as host copies (staged). Nothing here may communicate: the peer is not
+ * in a collective call. */
+static int p2p(cmx_args *a, int *used)
+{
+	a->mem = call_mem(a, NULL);
+	int rc = 0;
+	if (a->mem != CMX_MEM_DEVICE && a->mem != CMX_MEM_MIXED)
+		return cmx_forward(a);
+	if (a->form == CMX_FORM_PERSISTENT)
+		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a);
+	if (cmx_staged_run(NULL, a, &rc))
+		return *used = CMX_BACKEND_STAGED, rc;
+	return cmx_forward(a);
 }
 
 int cmx_dispatch(cmx_args *a)
@@ -324,27 +368,17 @@ int cmx_dispatch(cmx_args *a)
 	a->rtype = cmx_norm(a->rtype);
 	a->op = cmx_norm(a->op);
 	a->comm = cmx_norm(a->comm);
-	cmx_comm *c = cmx_comm_get(a->comm);
-	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
-		refresh_routes(c);
-	a->mem = call_mem(a, c);
-	int rc = 0, backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
-	uint64_t bytes = 0;
-	if (c && !c->inter) {
-		bytes = route_bytes(a, c);
-		const cmx_route *r = pick(c, a, bytes);
-		if (r)
-			backend = r->backend, rule = r->rule;
-		if (cmx_cfg.check && (rc = check(a, c, bytes)) != 0)
-			goto out;
-	}
-	uint64_t t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
-	rc = run(c, a, backend, &used);
-	if (cmx_cfg.stats && rc == 0)
+	int backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
+	uint64_t bytes = 0, t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
+	cmx_comm *c = NULL;
+	int rc = cmx_coll_p2p[a->coll] ? p2p(a, &used) : collective(a, &c, &backend, &used, &rule, &bytes);
+	if (cmx_coll_p2p[a->coll])
+		backend = used;
+	/* a persistent call is counted at each start, in its nonblocking form */
+	if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
 		record(a, c, used, rule, cmx_now_ns() - t0);
 	if (cmx_cfg.log >= 2)
 		explain(a, bytes, used, rule, backend);
-out:
 	depth--;
 	return rc;
 }
@@ -389,7 +423,13 @@ static int forward_narrowed(const cmx_args *a)
 	int *sc = narrow(a->scounts, n, &ok), *sd = narrow(a->sdispls, n, &ok);
 	int *rc = narrow(a->rcounts, n, &ok), *rd = narrow(a->rdispls, n, &ok);
 	b.scounts = sc, b.sdispls = sd, b.rcounts = rc, b.rdispls = rd;
-	int ret = ok ? cmx_forward_fn(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
+	int ret = ok ? cmx_forward(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
+	if (ret == 0 && a->form == CMX_FORM_NONBLOCKING && (sc || sd || rc || rd)) {
+		/* the MPI reads the arrays until the call completes */
+		cmx_req *e = cmx_req_adopt(a->fn, a->req);
+		cmx_req_keep(e, sc), cmx_req_keep(e, sd), cmx_req_keep(e, rc), cmx_req_keep(e, rd);
+		return ret;
+	}
 	free(sc), free(sd), free(rc), free(rd);
 	return ret;
 }
@@ -398,5 +438,7 @@ int cmx_forward(const cmx_args *a)
 {
 	if (CMX_LIKELY(cmx_pmpi[a->fn] != NULL))
 		return cmx_forward_fn(a);
+	if (a->form == CMX_FORM_PERSISTENT)
+		return cmx_req_persistent(a); /* an MPI-4 persistent call the MPI lacks (in this count width) */
 	return forward_narrowed(a);
 }

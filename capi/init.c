@@ -91,6 +91,8 @@ static void *find_mpi_library(void)
 	return h;
 }
 
+void *cmx_mpi_sym(const char *name) { return mpi_lib ? dlsym(mpi_lib, name) : NULL; }
+
 /* ---- decoding predefined handles ---- */
 
 #define CMX_HSLOTS 256
@@ -189,18 +191,22 @@ static void detect_abi(void)
 	cmx_abi.root = k->root;
 	cmx_abi.proc_null = k->proc_null;
 	cmx_abi.err_other = k->err_other;
+	cmx_abi.status_ignore = (const void *)(intptr_t)k->status_ignore;
+	cmx_abi.status_size = k->status_size;
 	if (cmx_abi.abi == CMX_ABI_OPENMPI) {
 		cmx_abi.comm_world = ompi_object("ompi_mpi_comm_world");
 		cmx_abi.comm_self = ompi_object("ompi_mpi_comm_self");
 		cmx_abi.comm_null = ompi_object("ompi_mpi_comm_null");
 		cmx_abi.dtype_null = ompi_object("ompi_mpi_datatype_null");
 		cmx_abi.op_null = ompi_object("ompi_mpi_op_null");
+		cmx_abi.request_null = ompi_object("ompi_request_null");
 	} else {
 		cmx_abi.comm_world = k->comm_world;
 		cmx_abi.comm_self = k->comm_self;
 		cmx_abi.comm_null = k->comm_null;
 		cmx_abi.dtype_null = k->dtype_null;
 		cmx_abi.op_null = k->op_null;
+		cmx_abi.request_null = k->request_null;
 	}
 	for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
 		cmx_h h = predef_handle(p);
@@ -250,12 +256,33 @@ static void resolve_pmpi(void)
 	RESOLVE(Allgather);
 	RESOLVE(Type_get_extent);
 	RESOLVE(Type_get_true_extent);
+	RESOLVE(Send_init);
+	RESOLVE(Start);
+	RESOLVE(Startall);
+	RESOLVE(Wait);
+	RESOLVE(Test);
+	RESOLVE(Waitall);
+	RESOLVE(Testall);
+	RESOLVE(Waitany);
+	RESOLVE(Testany);
+	RESOLVE(Waitsome);
+	RESOLVE(Testsome);
+	RESOLVE(Request_get_status);
+	RESOLVE(Request_free);
+	RESOLVE(Cancel);
+	RESOLVE(Grequest_start);
+	RESOLVE(Grequest_complete);
+	RESOLVE(Status_set_elements);
+	RESOLVE(Status_set_cancelled);
+	RESOLVE(Test_cancelled);
+	RESOLVE(Get_count);
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
-	/* the base (int-count) functions exist in every MPI collmux supports */
+	/* the base (int-count) functions exist in every MPI collmux supports,
+	 * except the MPI-4 persistent collectives, which collmux provides */
 	for (int i = 0; i < CMX_NFN; i += 2)
-		if (!cmx_pmpi[i])
+		if (!cmx_pmpi[i] && cmx_fn_nb[i] < 0)
 			cmx_fatal("the MPI library %s lacks P%s", cmx_abi.lib ? cmx_abi.lib : "?", cmx_fn_names[i]);
 }
 
@@ -343,6 +370,7 @@ static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 {
 	(void)comm, (void)keyval, (void)val, (void)extra;
+	cmx_req_finalize();
 	cmx_nccl_release_all();
 	cmx_fused_release_all();
 	if (cmx_cfg.stats) {

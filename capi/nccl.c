@@ -385,6 +385,14 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, any);
 	if (c->nccl_state != 1)
 		return 0;
+	/* A nonblocking call queues its work and returns; under
+	 * MPI_THREAD_MULTIPLE it would first wait at the gate for every rank
+	 * to enter the call, which a nonblocking call must not do (a rank may
+	 * reach it only after this one's next point-to-point call): those are
+	 * staged. Every rank has the same thread level, so all decline alike. */
+	const int async = a->form == CMX_FORM_NONBLOCKING;
+	if (async && c->gate)
+		return 0;
 	/* the peers run NCCL now: a failure is an error, not a fallback.
 	 * Under MPI_THREAD_MULTIPLE, NCCL's kernels start once every rank is
 	 * in the call (gate.c) */
@@ -396,8 +404,18 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 	int r = go ? enqueue(c, a) : -1;
 	if (r == -2)
 		return 0; /* not expressible: the dispatcher stages it */
-	if (r == 0 && !cmx_cuda_sync(c->stream))
+	if (r == 0 && async) {
+		/* the request completes once the stream passes this event */
+		void *ev = cmx_cuda_event_after(c->stream);
+		if (ev && cmx_req_device(a, ev) == 0) {
+			*rc = 0;
+			return 1;
+		}
+		cmx_cuda_event_free(ev);
 		r = -1;
+	} else if (r == 0 && !cmx_cuda_sync(c->stream)) {
+		r = -1;
+	}
 	if (r != 0) {
 		if (!ready || go) /* else the gate said why */
 			fprintf(stderr, "collmux: %s on rank %d of %d failed in NCCL: %s\n", cmx_fn_names[a->fn], c->rank, c->size,

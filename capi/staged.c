@@ -1,8 +1,10 @@
 /*
- * staged.c: the staged backend. Device buffers are copied to pinned host
- * memory, the call runs on the real MPI with host pointers, and results are
- * copied back. It expresses everything MPI does (scans, MAXLOC, user ops,
- * derived datatypes, mixed host/device arguments), at host speed.
+ * staged.c: the staged backend. Device buffers are copied to host memory,
+ * the call runs on the real MPI with host pointers, and results are copied
+ * back. It expresses everything MPI does (scans, MAXLOC, user ops, derived
+ * datatypes, mixed host/device arguments, point-to-point with MPI's own
+ * matching), at host speed. A nonblocking call keeps its host copies until
+ * it completes, when requests.c copies the results back.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +36,7 @@ static int block(cmx_h dtype, int64_t disp, int64_t count, int64_t *lo, int64_t 
  * call reads or writes. Empty (lo > hi) when the buffer is not significant. */
 static int region(const cmx_args *a, const cmx_comm *c, int which, int64_t *lo, int64_t *hi)
 {
-	const int n = c->size, me = c->rank, L = a->large, root = me == a->root;
+	const int n = c ? c->size : 1, me = c ? c->rank : 0, L = a->large, root = me == a->root;
 	const int ip = a->sbuf == cmx_abi.in_place;
 	cmx_h t = which ? a->rtype : a->stype;
 	*lo = 1, *hi = 0;
@@ -71,7 +73,7 @@ static int region(const cmx_args *a, const cmx_comm *c, int which, int64_t *lo, 
 		return block(t, 0, (!which || ip) ? cmx_count_sum(a->rcounts, n, L) : cmx_at(a->rcounts, me, L), lo, hi);
 	case CMX_COLL_BARRIER:
 		return 1;
-	default: /* allreduce, bcast, scan, exscan: one count of one type */
+	default: /* allreduce, bcast, scan, exscan, point-to-point: one count of one type */
 		return block(t, 0, cnt, lo, hi);
 	}
 }
@@ -90,9 +92,19 @@ static char *staging(size_t n)
 	return stage;
 }
 
+/* The bytes a receive wrote, by its status (all of len when unknown). */
+static size_t received(const void *status, size_t len)
+{
+	int got = 0;
+	if (cmx_px.Get_count(status, cmx_abi.byte, &got) == 0 && got >= 0 && (size_t)got < len)
+		return (size_t)got;
+	return len;
+}
+
+/* c is NULL for point-to-point calls. */
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	if (c->inter)
+	if (c && c->inter)
 		return 0;
 	const char *buf[2] = {a->sbuf, a->rbuf};
 	int64_t lo[2], hi[2];
@@ -105,32 +117,58 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (dev[w])
 			len[w] = (size_t)(hi[w] - lo[w]);
 	}
-	if (a->coll == CMX_COLL_BCAST)
-		dev[0] = 0, len[0] = 0; /* one buffer, staged once as the receive buffer */
+	if (a->coll == CMX_COLL_BCAST || (cmx_coll_p2p[a->coll] && a->sbuf == a->rbuf))
+		dev[0] = 0, len[0] = 0; /* one buffer (bcast, Sendrecv_replace), staged once as the receive buffer */
 	if (!dev[0] && !dev[1])
 		return 0;
 	if (!cmx_cuda_ctx_for(dev[1] ? buf[1] : buf[0]))
 		return 0;
-	char *h = staging(len[0] + len[1] + 1);
+	/* a receive of a plain type may deliver less than its count: the copy
+	 * back then takes what arrived, by the status, and needs no copy in.
+	 * Any other receive region is copied in first, so that what the call
+	 * leaves untouched (gaps between blocks, holes of a derived type, an
+	 * in-place contribution) goes back unchanged. */
+	const int trim = cmx_coll_p2p[a->coll] && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
+	const int async = a->form == CMX_FORM_NONBLOCKING;
+	char *h = async ? malloc(len[0] + len[1] + 1) : staging(len[0] + len[1] + 1);
 	if (!h)
 		return 0;
 	char *hb[2] = {h, h + len[0]};
 	for (int w = 0; w < 2; w++)
-		if (dev[w] && !cmx_cuda_copy(hb[w], buf[w] + lo[w], len[w], NULL))
-			return 0;
+		if (dev[w] && !(w == 1 && trim) && !cmx_cuda_copy(hb[w], buf[w] + lo[w], len[w], NULL))
+			goto fail;
 	if (!cmx_cuda_sync(NULL))
-		return 0;
+		goto fail;
 	cmx_args b = *a;
+	char st[64]; /* a status, where the program passed MPI_STATUS_IGNORE and the copy back needs one */
 	if (dev[0])
 		b.sbuf = hb[0] - lo[0];
 	if (dev[1])
 		b.rbuf = hb[1] - lo[1];
-	if (a->coll == CMX_COLL_BCAST)
+	if (a->coll == CMX_COLL_BCAST || a->sbuf == a->rbuf)
 		b.sbuf = b.rbuf;
+	if (trim && !async && a->status == cmx_abi.status_ignore)
+		b.status = st;
 	*rc = cmx_forward(&b);
-	if (*rc == 0 && dev[1] && (!cmx_cuda_copy((char *)a->rbuf + lo[1], hb[1], len[1], NULL) || !cmx_cuda_sync(NULL))) {
+	if (async) {
+		if (*rc != 0) {
+			free(h);
+			return 1;
+		}
+		cmx_req *e = cmx_req_adopt(a->fn, a->req);
+		cmx_req_keep(e, h);
+		if (dev[1])
+			cmx_req_copy_back(e, (char *)a->rbuf + lo[1], hb[1], len[1], trim);
+		return 1;
+	}
+	size_t back = trim ? received(b.status, len[1]) : len[1];
+	if (*rc == 0 && dev[1] && back && (!cmx_cuda_copy((char *)a->rbuf + lo[1], hb[1], back, NULL) || !cmx_cuda_sync(NULL))) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
 	}
 	return 1;
+fail:
+	if (async)
+		free(h);
+	return 0;
 }

@@ -19,13 +19,138 @@ const char *const cmx_fn_names[CMX_NFN] = {
 	"MPI_Scan", "MPI_Scan_c",
 	"MPI_Exscan", "MPI_Exscan_c",
 	"MPI_Barrier", "MPI_Barrier_c",
+	"MPI_Iallreduce", "MPI_Iallreduce_c",
+	"MPI_Ireduce", "MPI_Ireduce_c",
+	"MPI_Ibcast", "MPI_Ibcast_c",
+	"MPI_Iallgather", "MPI_Iallgather_c",
+	"MPI_Iallgatherv", "MPI_Iallgatherv_c",
+	"MPI_Igather", "MPI_Igather_c",
+	"MPI_Igatherv", "MPI_Igatherv_c",
+	"MPI_Iscatter", "MPI_Iscatter_c",
+	"MPI_Iscatterv", "MPI_Iscatterv_c",
+	"MPI_Ialltoall", "MPI_Ialltoall_c",
+	"MPI_Ialltoallv", "MPI_Ialltoallv_c",
+	"MPI_Ireduce_scatter", "MPI_Ireduce_scatter_c",
+	"MPI_Ireduce_scatter_block", "MPI_Ireduce_scatter_block_c",
+	"MPI_Iscan", "MPI_Iscan_c",
+	"MPI_Iexscan", "MPI_Iexscan_c",
+	"MPI_Ibarrier", "MPI_Ibarrier_c",
+	"MPI_Allreduce_init", "MPI_Allreduce_init_c",
+	"MPI_Reduce_init", "MPI_Reduce_init_c",
+	"MPI_Bcast_init", "MPI_Bcast_init_c",
+	"MPI_Allgather_init", "MPI_Allgather_init_c",
+	"MPI_Allgatherv_init", "MPI_Allgatherv_init_c",
+	"MPI_Gather_init", "MPI_Gather_init_c",
+	"MPI_Gatherv_init", "MPI_Gatherv_init_c",
+	"MPI_Scatter_init", "MPI_Scatter_init_c",
+	"MPI_Scatterv_init", "MPI_Scatterv_init_c",
+	"MPI_Alltoall_init", "MPI_Alltoall_init_c",
+	"MPI_Alltoallv_init", "MPI_Alltoallv_init_c",
+	"MPI_Reduce_scatter_init", "MPI_Reduce_scatter_init_c",
+	"MPI_Reduce_scatter_block_init", "MPI_Reduce_scatter_block_init_c",
+	"MPI_Scan_init", "MPI_Scan_init_c",
+	"MPI_Exscan_init", "MPI_Exscan_init_c",
+	"MPI_Barrier_init", "MPI_Barrier_init_c",
+	"MPI_Send", "MPI_Send_c",
+	"MPI_Ssend", "MPI_Ssend_c",
+	"MPI_Bsend", "MPI_Bsend_c",
+	"MPI_Rsend", "MPI_Rsend_c",
+	"MPI_Isend", "MPI_Isend_c",
+	"MPI_Issend", "MPI_Issend_c",
+	"MPI_Ibsend", "MPI_Ibsend_c",
+	"MPI_Irsend", "MPI_Irsend_c",
+	"MPI_Send_init", "MPI_Send_init_c",
+	"MPI_Ssend_init", "MPI_Ssend_init_c",
+	"MPI_Bsend_init", "MPI_Bsend_init_c",
+	"MPI_Rsend_init", "MPI_Rsend_init_c",
+	"MPI_Recv", "MPI_Recv_c",
+	"MPI_Irecv", "MPI_Irecv_c",
+	"MPI_Recv_init", "MPI_Recv_init_c",
+	"MPI_Mrecv", "MPI_Mrecv_c",
+	"MPI_Imrecv", "MPI_Imrecv_c",
+	"MPI_Sendrecv", "MPI_Sendrecv_c",
+	"MPI_Sendrecv_replace", "MPI_Sendrecv_replace_c",
 };
+
+/* the nonblocking function a persistent one starts; -1 for the others */
+const short cmx_fn_nb[CMX_NFN] = {
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	CMX_FN_IALLREDUCE, CMX_FN_IALLREDUCE_C,
+	CMX_FN_IREDUCE, CMX_FN_IREDUCE_C,
+	CMX_FN_IBCAST, CMX_FN_IBCAST_C,
+	CMX_FN_IALLGATHER, CMX_FN_IALLGATHER_C,
+	CMX_FN_IALLGATHERV, CMX_FN_IALLGATHERV_C,
+	CMX_FN_IGATHER, CMX_FN_IGATHER_C,
+	CMX_FN_IGATHERV, CMX_FN_IGATHERV_C,
+	CMX_FN_ISCATTER, CMX_FN_ISCATTER_C,
+	CMX_FN_ISCATTERV, CMX_FN_ISCATTERV_C,
+	CMX_FN_IALLTOALL, CMX_FN_IALLTOALL_C,
+	CMX_FN_IALLTOALLV, CMX_FN_IALLTOALLV_C,
+	CMX_FN_IREDUCE_SCATTER, CMX_FN_IREDUCE_SCATTER_C,
+	CMX_FN_IREDUCE_SCATTER_BLOCK, CMX_FN_IREDUCE_SCATTER_BLOCK_C,
+	CMX_FN_ISCAN, CMX_FN_ISCAN_C,
+	CMX_FN_IEXSCAN, CMX_FN_IEXSCAN_C,
+	CMX_FN_IBARRIER, CMX_FN_IBARRIER_C,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	CMX_FN_ISEND, CMX_FN_ISEND_C,
+	CMX_FN_ISSEND, CMX_FN_ISSEND_C,
+	CMX_FN_IBSEND, CMX_FN_IBSEND_C,
+	CMX_FN_IRSEND, CMX_FN_IRSEND_C,
+	-1, -1,
+	-1, -1,
+	CMX_FN_IRECV, CMX_FN_IRECV_C,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+};
+
+/* point-to-point families: nothing on their path may communicate */
+const unsigned char cmx_coll_p2p[CMX_NCOLL] = {0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,};
 
 CMX_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE)))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_ALLREDUCE, .coll = CMX_COLL_ALLREDUCE, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLREDUCE, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -39,7 +164,7 @@ CMX_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, cmx_count count, cm
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_C)))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_ALLREDUCE_C, .coll = CMX_COLL_ALLREDUCE, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLREDUCE_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -53,7 +178,7 @@ CMX_EXPORT int MPI_Reduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, 
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE)))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE])(sbuf, rbuf, count, dtype, op, root, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE, .coll = CMX_COLL_REDUCE, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -68,7 +193,7 @@ CMX_EXPORT int MPI_Reduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_C)))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE_C, .coll = CMX_COLL_REDUCE, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -83,7 +208,7 @@ CMX_EXPORT int MPI_Bcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST)))
 		return ((int (*)(void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST])(buf, count, dtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_BCAST, .coll = CMX_COLL_BCAST, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_BCAST, .coll = CMX_COLL_BCAST, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
 	a.scount = count; a.rcount = count;
 	a.stype = dtype; a.rtype = dtype;
@@ -96,7 +221,7 @@ CMX_EXPORT int MPI_Bcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cm
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_C)))
 		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST_C])(buf, count, dtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_BCAST_C, .coll = CMX_COLL_BCAST, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_BCAST_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
 	a.scount = count; a.rcount = count;
 	a.stype = dtype; a.rtype = dtype;
@@ -109,7 +234,7 @@ CMX_EXPORT int MPI_Allgather(const void *sbuf, int scount, cmx_h stype, void *rb
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER)))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLGATHER, .coll = CMX_COLL_ALLGATHER, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLGATHER, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -124,7 +249,7 @@ CMX_EXPORT int MPI_Allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, 
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLGATHER_C, .coll = CMX_COLL_ALLGATHER, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLGATHER_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -139,7 +264,7 @@ CMX_EXPORT int MPI_Allgatherv(const void *sbuf, int scount, cmx_h stype, void *r
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV)))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLGATHERV, .coll = CMX_COLL_ALLGATHERV, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLGATHERV, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -155,7 +280,7 @@ CMX_EXPORT int MPI_Allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype,
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLGATHERV_C, .coll = CMX_COLL_ALLGATHERV, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLGATHERV_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -171,7 +296,7 @@ CMX_EXPORT int MPI_Gather(const void *sbuf, int scount, cmx_h stype, void *rbuf,
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER)))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_GATHER, .coll = CMX_COLL_GATHER, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_GATHER, .coll = CMX_COLL_GATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -187,7 +312,7 @@ CMX_EXPORT int MPI_Gather_c(const void *sbuf, cmx_count scount, cmx_h stype, voi
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_GATHER_C, .coll = CMX_COLL_GATHER, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_GATHER_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -203,7 +328,7 @@ CMX_EXPORT int MPI_Gatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV)))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_GATHERV, .coll = CMX_COLL_GATHERV, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_GATHERV, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -220,7 +345,7 @@ CMX_EXPORT int MPI_Gatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, vo
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_GATHERV_C, .coll = CMX_COLL_GATHERV, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_GATHERV_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -237,7 +362,7 @@ CMX_EXPORT int MPI_Scatter(const void *sbuf, int scount, cmx_h stype, void *rbuf
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER)))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_SCATTER, .coll = CMX_COLL_SCATTER, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCATTER, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -253,7 +378,7 @@ CMX_EXPORT int MPI_Scatter_c(const void *sbuf, cmx_count scount, cmx_h stype, vo
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_SCATTER_C, .coll = CMX_COLL_SCATTER, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCATTER_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -269,7 +394,7 @@ CMX_EXPORT int MPI_Scatterv(const void *sbuf, const int *scounts, const int *sdi
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV)))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_SCATTERV, .coll = CMX_COLL_SCATTERV, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCATTERV, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scounts = scounts;
 	a.sdispls = sdispls;
@@ -286,7 +411,7 @@ CMX_EXPORT int MPI_Scatterv_c(const void *sbuf, const cmx_count *scounts, const 
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_C)))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
-	cmx_args a = {.fn = CMX_FN_SCATTERV_C, .coll = CMX_COLL_SCATTERV, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCATTERV_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scounts = scounts;
 	a.sdispls = sdispls;
@@ -303,7 +428,7 @@ CMX_EXPORT int MPI_Alltoall(const void *sbuf, int scount, cmx_h stype, void *rbu
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL)))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLTOALL, .coll = CMX_COLL_ALLTOALL, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLTOALL, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -318,7 +443,7 @@ CMX_EXPORT int MPI_Alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, v
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_C)))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLTOALL_C, .coll = CMX_COLL_ALLTOALL, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLTOALL_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scount = scount;
 	a.stype = stype;
@@ -333,7 +458,7 @@ CMX_EXPORT int MPI_Alltoallv(const void *sbuf, const int *scounts, const int *sd
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV)))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLTOALLV, .coll = CMX_COLL_ALLTOALLV, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLTOALLV, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.scounts = scounts;
 	a.sdispls = sdispls;
@@ -350,7 +475,7 @@ CMX_EXPORT int MPI_Alltoallv_c(const void *sbuf, const cmx_count *scounts, const
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_C)))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-	cmx_args a = {.fn = CMX_FN_ALLTOALLV_C, .coll = CMX_COLL_ALLTOALLV, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_ALLTOALLV_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.scounts = scounts;
 	a.sdispls = sdispls;
@@ -367,7 +492,7 @@ CMX_EXPORT int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int *rcoun
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER)))
 		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER, .coll = CMX_COLL_REDUCE_SCATTER, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.rcounts = rcounts;
@@ -381,7 +506,7 @@ CMX_EXPORT int MPI_Reduce_scatter_c(const void *sbuf, void *rbuf, const cmx_coun
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_C)))
 		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_C, .coll = CMX_COLL_REDUCE_SCATTER, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.rcounts = rcounts;
@@ -395,7 +520,7 @@ CMX_EXPORT int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK)))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.rcount = rcount;
@@ -409,7 +534,7 @@ CMX_EXPORT int MPI_Reduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_coun
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_C)))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.rcount = rcount;
@@ -423,7 +548,7 @@ CMX_EXPORT int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cm
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN)))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_SCAN, .coll = CMX_COLL_SCAN, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCAN, .coll = CMX_COLL_SCAN, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -437,7 +562,7 @@ CMX_EXPORT int MPI_Scan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h d
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_C)))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN_C])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_SCAN_C, .coll = CMX_COLL_SCAN, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_SCAN_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -451,7 +576,7 @@ CMX_EXPORT int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, 
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN)))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_EXSCAN, .coll = CMX_COLL_EXSCAN, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_EXSCAN, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -465,7 +590,7 @@ CMX_EXPORT int MPI_Exscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_C)))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN_C])(sbuf, rbuf, count, dtype, op, comm);
-	cmx_args a = {.fn = CMX_FN_EXSCAN_C, .coll = CMX_COLL_EXSCAN, .large = 1, .root = -1};
+	cmx_args a = {.fn = CMX_FN_EXSCAN_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
 	a.rbuf = rbuf;
 	a.scount = count; a.rcount = count;
@@ -479,8 +604,1595 @@ CMX_EXPORT int MPI_Barrier(cmx_h comm)
 {
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BARRIER)))
 		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(comm);
-	cmx_args a = {.fn = CMX_FN_BARRIER, .coll = CMX_COLL_BARRIER, .large = 0, .root = -1};
+	cmx_args a = {.fn = CMX_FN_BARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLREDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLREDUCE, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLREDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLREDUCE_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE])(sbuf, rbuf, count, dtype, op, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBCAST)))
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST])(buf, count, dtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IBCAST, .coll = CMX_COLL_BCAST, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ibcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBCAST_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST_C])(buf, count, dtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IBCAST_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLGATHER, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLGATHER_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLGATHERV, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iallgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLGATHERV_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IGATHER, .coll = CMX_COLL_GATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Igather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IGATHER_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IGATHERV, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Igatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_IGATHERV_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCATTER, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCATTER_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTERV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCATTERV, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTERV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCATTERV_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALL, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALL_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALLV, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALLV_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER)))
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_C)))
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_BLOCK, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ireduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_BLOCK_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCAN, .coll = CMX_COLL_SCAN, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISCAN_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IEXSCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IEXSCAN, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Iexscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IEXSCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	cmx_args a = {.fn = CMX_FN_IEXSCAN_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ibarrier(cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBARRIER)))
+		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(comm, req);
+	cmx_args a = {.fn = CMX_FN_IBARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLREDUCE_INIT, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLREDUCE_INIT_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_INIT, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_INIT_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_INIT)))
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT])(buf, count, dtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_BCAST_INIT, .coll = CMX_COLL_BCAST, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bcast_init_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_INIT_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT_C])(buf, count, dtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_BCAST_INIT_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLGATHER_INIT, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLGATHER_INIT_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLGATHERV_INIT, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLGATHERV_INIT_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_GATHER_INIT, .coll = CMX_COLL_GATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Gather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_GATHER_INIT_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_GATHERV_INIT, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Gatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_GATHERV_INIT_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCATTER_INIT, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scatter_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCATTER_INIT_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scatterv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCATTERV_INIT, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scatterv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCATTERV_INIT_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.root = root;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALL_INIT, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALL_INIT_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLV_INIT, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLV_INIT_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT)))
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_INIT, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_scatter_init_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT_C)))
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT_C])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_INIT_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_INIT, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCAN_INIT, .coll = CMX_COLL_SCAN, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Scan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_SCAN_INIT_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_EXSCAN_INIT, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Exscan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_EXSCAN_INIT_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BARRIER_INIT)))
+		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(comm, info, req);
+	cmx_args a = {.fn = CMX_FN_BARRIER_INIT, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_SEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Send_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND_C])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_SEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_SSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ssend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_SSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_BSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_BSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_RSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Rsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	cmx_args a = {.fn = CMX_FN_RSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Isend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Issend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_ISSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IBSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ibsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IBSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IRSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Irsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IRSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_SEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Send_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_SEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_SSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ssend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_SSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_BSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Bsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_BSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_RSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Rsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_RSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV])(rbuf, rcount, rtype, source, tag, comm, status);
+	cmx_args a = {.fn = CMX_FN_RECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Recv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_C])(rbuf, rcount, rtype, source, tag, comm, status);
+	cmx_args a = {.fn = CMX_FN_RECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRECV)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV])(rbuf, rcount, rtype, source, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Irecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV_C])(rbuf, rcount, rtype, source, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_IRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_INIT)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT])(rbuf, rcount, rtype, source, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_RECV_INIT, .coll = CMX_COLL_RECV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Recv_init_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_INIT_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT_C])(rbuf, rcount, rtype, source, tag, comm, req);
+	cmx_args a = {.fn = CMX_FN_RECV_INIT_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.stag = tag; a.rtag = tag;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Mrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_MRECV)))
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV])(rbuf, rcount, rtype, msg, status);
+	cmx_args a = {.fn = CMX_FN_MRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.msg = msg;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Mrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_MRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV_C])(rbuf, rcount, rtype, msg, status);
+	cmx_args a = {.fn = CMX_FN_MRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.msg = msg;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Imrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IMRECV)))
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV])(rbuf, rcount, rtype, msg, req);
+	cmx_args a = {.fn = CMX_FN_IMRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.msg = msg;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Imrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IMRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV_C])(rbuf, rcount, rtype, msg, req);
+	cmx_args a = {.fn = CMX_FN_IMRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.msg = msg;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV)))
+		return ((int (*)(const void *, int, cmx_h, int, int, void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+	cmx_args a = {.fn = CMX_FN_SENDRECV, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = stag;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.rtag = rtag;
+	a.comm = comm;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Sendrecv_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int stag, void *rbuf, cmx_count rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_C])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+	cmx_args a = {.fn = CMX_FN_SENDRECV_C, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.dest = dest;
+	a.stag = stag;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.source = source;
+	a.rtag = rtag;
+	a.comm = comm;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_REPLACE)))
+		return ((int (*)(void *, int, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE])(buf, count, dtype, dest, stag, source, rtag, comm, status);
+	cmx_args a = {.fn = CMX_FN_SENDRECV_REPLACE, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.dest = dest;
+	a.stag = stag;
+	a.source = source;
+	a.rtag = rtag;
+	a.comm = comm;
+	a.status = status;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Sendrecv_replace_c(void *buf, cmx_count count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_REPLACE_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE_C])(buf, count, dtype, dest, stag, source, rtag, comm, status);
+	cmx_args a = {.fn = CMX_FN_SENDRECV_REPLACE_C, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = buf; a.rbuf = buf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.dest = dest;
+	a.stag = stag;
+	a.source = source;
+	a.rtag = rtag;
+	a.comm = comm;
+	a.status = status;
 	return cmx_dispatch(&a);
 }
 
@@ -549,6 +2261,206 @@ int cmx_forward_fn(const cmx_args *a)
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm);
 	case CMX_FN_BARRIER:
 		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(a->comm);
+	case CMX_FN_IALLREDUCE:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IALLREDUCE_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IREDUCE:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->root, a->comm, a->req);
+	case CMX_FN_IREDUCE_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->root, a->comm, a->req);
+	case CMX_FN_IBCAST:
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST])(a->rbuf, (int)a->scount, a->stype, a->root, a->comm, a->req);
+	case CMX_FN_IBCAST_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST_C])(a->rbuf, a->scount, a->stype, a->root, a->comm, a->req);
+	case CMX_FN_IALLGATHER:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLGATHER_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLGATHERV:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLGATHERV_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_IGATHER:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_IGATHER_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_IGATHERV:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_IGATHERV_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_ISCATTER:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_ISCATTER_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_ISCATTERV:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_ISCATTERV_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->req);
+	case CMX_FN_IALLTOALL:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLTOALL_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLTOALLV:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_IALLTOALLV_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_IREDUCE_SCATTER:
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER])(a->sbuf, a->rbuf, a->rcounts, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IREDUCE_SCATTER_C:
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_C])(a->sbuf, a->rbuf, a->rcounts, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IREDUCE_SCATTER_BLOCK:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK])(a->sbuf, a->rbuf, (int)a->rcount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IREDUCE_SCATTER_BLOCK_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK_C])(a->sbuf, a->rbuf, a->rcount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_ISCAN:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_ISCAN_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IEXSCAN:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IEXSCAN_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->req);
+	case CMX_FN_IBARRIER:
+		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(a->comm, a->req);
+	case CMX_FN_ALLREDUCE_INIT:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_ALLREDUCE_INIT_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_INIT:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->root, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_INIT_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->root, a->comm, a->info, a->req);
+	case CMX_FN_BCAST_INIT:
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT])(a->rbuf, (int)a->scount, a->stype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_BCAST_INIT_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT_C])(a->rbuf, a->scount, a->stype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_ALLGATHER_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLGATHER_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLGATHERV_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLGATHERV_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_GATHER_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_GATHER_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_GATHERV_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_GATHERV_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_SCATTER_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_SCATTER_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_SCATTERV_INIT:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_SCATTERV_INIT_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcount, a->rtype, a->root, a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALL_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALL_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALLV_INIT:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALLV_INIT_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_SCATTER_INIT:
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT])(a->sbuf, a->rbuf, a->rcounts, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_SCATTER_INIT_C:
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT_C])(a->sbuf, a->rbuf, a->rcounts, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_SCATTER_BLOCK_INIT:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT])(a->sbuf, a->rbuf, (int)a->rcount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C])(a->sbuf, a->rbuf, a->rcount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_SCAN_INIT:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_SCAN_INIT_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_EXSCAN_INIT:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_EXSCAN_INIT_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->info, a->req);
+	case CMX_FN_BARRIER_INIT:
+		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(a->comm, a->info, a->req);
+	case CMX_FN_SEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_SEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_SSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_SSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_BSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_BSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_RSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_RSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm);
+	case CMX_FN_ISEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_ISEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_ISSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_ISSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_IBSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_IBSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_IRSEND:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_IRSEND_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_SEND_INIT:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_SEND_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_SSEND_INIT:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_SSEND_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_BSEND_INIT:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_BSEND_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_RSEND_INIT:
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_RSEND_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->comm, a->req);
+	case CMX_FN_RECV:
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV])(a->rbuf, (int)a->rcount, a->rtype, a->source, a->stag, a->comm, a->status);
+	case CMX_FN_RECV_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_C])(a->rbuf, a->rcount, a->rtype, a->source, a->stag, a->comm, a->status);
+	case CMX_FN_IRECV:
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV])(a->rbuf, (int)a->rcount, a->rtype, a->source, a->stag, a->comm, a->req);
+	case CMX_FN_IRECV_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV_C])(a->rbuf, a->rcount, a->rtype, a->source, a->stag, a->comm, a->req);
+	case CMX_FN_RECV_INIT:
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT])(a->rbuf, (int)a->rcount, a->rtype, a->source, a->stag, a->comm, a->req);
+	case CMX_FN_RECV_INIT_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT_C])(a->rbuf, a->rcount, a->rtype, a->source, a->stag, a->comm, a->req);
+	case CMX_FN_MRECV:
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV])(a->rbuf, (int)a->rcount, a->rtype, a->msg, a->status);
+	case CMX_FN_MRECV_C:
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV_C])(a->rbuf, a->rcount, a->rtype, a->msg, a->status);
+	case CMX_FN_IMRECV:
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV])(a->rbuf, (int)a->rcount, a->rtype, a->msg, a->req);
+	case CMX_FN_IMRECV_C:
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV_C])(a->rbuf, a->rcount, a->rtype, a->msg, a->req);
+	case CMX_FN_SENDRECV:
+		return ((int (*)(const void *, int, cmx_h, int, int, void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->rbuf, (int)a->rcount, a->rtype, a->source, a->rtag, a->comm, a->status);
+	case CMX_FN_SENDRECV_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_C])(a->sbuf, a->scount, a->stype, a->dest, a->stag, a->rbuf, a->rcount, a->rtype, a->source, a->rtag, a->comm, a->status);
+	case CMX_FN_SENDRECV_REPLACE:
+		return ((int (*)(void *, int, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE])(a->rbuf, (int)a->scount, a->stype, a->dest, a->stag, a->source, a->rtag, a->comm, a->status);
+	case CMX_FN_SENDRECV_REPLACE_C:
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE_C])(a->rbuf, a->scount, a->stype, a->dest, a->stag, a->source, a->rtag, a->comm, a->status);
 	}
 	return cmx_abi.err_other;
 }

@@ -8,10 +8,15 @@ import "fmt"
 
 //go:generate go run ../internal/genwrap -root ..
 
-// Coll is an intercepted collective; its values match the C enum CMX_COLL_*.
+// Coll is a family of intercepted functions (a collective in all its forms,
+// or a kind of point-to-point call); its values match the C enum CMX_COLL_*.
 type Coll int
 
 func (c Coll) String() string { return enumString(c, collNames[:], "coll") }
+
+// P2P reports whether c is a point-to-point family (send, recv, sendrecv):
+// not collective, so routing them may not communicate.
+func (c Coll) P2P() bool { return c >= 0 && int(c) < len(collP2P) && collP2P[c] }
 
 // ParseColl finds a collective by its lower-case name ("allreduce").
 func ParseColl(s string) (Coll, bool) { return enumParse[Coll](s, collNames[:]) }

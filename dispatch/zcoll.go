@@ -2,7 +2,8 @@
 
 package dispatch
 
-// The collectives collmux intercepts, in the order of the C enum CMX_COLL_*.
+// The families of intercepted functions (collectives, then point-to-point),
+// in the order of the C enum CMX_COLL_*.
 const (
 	Allreduce Coll = iota
 	Reduce
@@ -20,6 +21,9 @@ const (
 	Scan
 	Exscan
 	Barrier
+	Send
+	Recv
+	Sendrecv
 	NumColl
 )
 
@@ -40,4 +44,29 @@ var collNames = [...]string{
 	"scan",
 	"exscan",
 	"barrier",
+	"send",
+	"recv",
+	"sendrecv",
+}
+
+var collP2P = [...]bool{
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	false,
+	true,
+	true,
+	true,
 }

@@ -32,6 +32,12 @@ int collmux_comm_states(void);
  * at its next collective. */
 int collmux_set_rules(const char *rules);
 
+/* The MPI extension CUDA-aware MPIs provide (Open MPI, MVAPICH2-GDR):
+ * 1 while collmux carries device buffers for the MPI underneath (the CUDA
+ * driver is present and COLLMUX_DISABLE is not set), whether or not that
+ * MPI is CUDA-aware; otherwise that MPI's own answer, or 0. */
+int MPIX_Query_cuda_support(void);
+
 #ifdef __cplusplus
 }
 #endif

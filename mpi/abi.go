@@ -233,13 +233,22 @@ type Constants struct {
 	OpNull              uint32
 	Root, ProcNull      int32
 	ErrOther            int32
+	// RequestNull is MPI_REQUEST_NULL (Open MPI: the address of
+	// ompi_request_null, resolved at run time); StatusIgnore the address
+	// MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE stand for; StatusSize
+	// sizeof(MPI_Status), the stride of a status array.
+	RequestNull  uint32
+	StatusIgnore int64
+	StatusSize   int32
 }
 
 // ABIConstants gives the Constants of each ABI.
 var ABIConstants = map[ABI]Constants{
-	ABIMPICH:    {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, Root: -3, ProcNull: -1, ErrOther: 15},
-	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, Root: -3, ProcNull: -2, ErrOther: 16},
-	ABIOpenMPI:  {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16},
+	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, Root: -3, ProcNull: -1, ErrOther: 15,
+		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20},
+	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, Root: -3, ProcNull: -2, ErrOther: 16,
+		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32},
+	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24},
 }
 
 // MPICHBuiltinSize decodes the element size encoded in an MPICH builtin

@@ -28,12 +28,28 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 }
 
-func TestTableRejectsUnknownParameter(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "t.tab")
-	os.WriteFile(p, []byte("# c\nAllreduce sbuf rbuf cnt dtype op comm\n"), 0o644)
-	if _, err := readTable(p); err == nil || !strings.Contains(err.Error(), `"cnt"`) {
-		t.Fatalf("want an error naming cnt, got %v", err)
+func TestTableRejects(t *testing.T) {
+	cases := []struct{ table, want string }{
+		{"# c\nAllreduce allreduce b sbuf rbuf cnt dtype op comm\n", `"cnt"`},
+		{"Allreduce allreduce x sbuf rbuf count dtype op comm\n", "want a form"},
+		{"Allreduce\n", "want name family"},
+		{"Send_init send p2p p sbuf scount stype dest tag comm req\n", "no nonblocking twin Isend"},
+	}
+	for _, tc := range cases {
+		p := filepath.Join(t.TempDir(), "t.tab")
+		os.WriteFile(p, []byte(tc.table), 0o644)
+		if _, err := readTable(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: want an error containing %s, got %v", tc.table, tc.want, err)
+		}
+	}
+}
+
+func TestNonblockingTwin(t *testing.T) {
+	for name, want := range map[string]string{"Allreduce_init": "Iallreduce", "Send_init": "Isend",
+		"Reduce_scatter_block_init": "Ireduce_scatter_block", "Barrier_init": "Ibarrier"} {
+		if got := nonblocking(coll{name: name}); got != want {
+			t.Errorf("nonblocking(%s) = %s, want %s", name, got, want)
+		}
 	}
 }
 
@@ -42,9 +58,11 @@ func TestVariants(t *testing.T) {
 		c    coll
 		want int
 	}{
-		{coll{"Barrier", []string{"comm"}}, 1},
-		{coll{"Bcast", []string{"buf", "count", "dtype", "root", "comm"}}, 2},
-		{coll{"Reduce_scatter", []string{"sbuf", "rbuf", "rcounts", "dtype", "op", "comm"}}, 2},
+		{coll{name: "Barrier", params: []string{"comm"}}, 1},
+		{coll{name: "Ibarrier", params: []string{"comm", "req"}}, 1},
+		{coll{name: "Bcast", params: []string{"buf", "count", "dtype", "root", "comm"}}, 2},
+		{coll{name: "Reduce_scatter", params: []string{"sbuf", "rbuf", "rcounts", "dtype", "op", "comm"}}, 2},
+		{coll{name: "Recv", params: []string{"rbuf", "rcount", "rtype", "source", "tag", "comm", "status"}}, 2},
 	}
 	for _, tc := range cases {
 		if got := len(variants(tc.c)); got != tc.want {

@@ -1,0 +1,622 @@
+/*
+ * requests.c: the requests collmux owns, and the MPI completion calls that
+ * must know them.
+ *
+ * Every request a program gets from collmux is a real MPI request, so it
+ * can sit in any array the program hands to MPI beside the MPI's own:
+ * - inner: the MPI's own request of a call collmux rewrote (a staged call
+ *   on host copies of device buffers); when it completes, collmux copies
+ *   the received data back to the device and frees the copies;
+ * - device: a generalized request (MPI_Grequest_start) standing for work
+ *   queued on a GPU stream (NCCL); collmux completes it once the stream's
+ *   event has passed;
+ * - persistent: an inactive persistent request of the MPI's own (a send to
+ *   MPI_PROC_NULL), the handle the program keeps; each MPI_Start starts
+ *   the call as a nonblocking one and, until it completes, completion
+ *   calls see that call's request in its place.
+ * The completion calls (MPI_Wait ... MPI_Testsome, MPI_Request_get_status,
+ * MPI_Request_free, MPI_Cancel, MPI_Start, MPI_Startall) go straight to
+ * MPI while collmux owns no request: one load and a branch.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmx.h"
+
+enum { REQ_INNER, REQ_DEVICE, REQ_PERSIST };
+
+struct cmx_req {
+	cmx_h h; /* the handle the program holds */
+	int kind, fn;
+	int finished;  /* its results are in place */
+	int completed; /* REQ_DEVICE: the generalized request was completed */
+	int cancel;    /* the program asked to cancel it */
+	/* finishing copies len bytes from `from` to the device at dev (only
+	 * the bytes that arrived, by the status, when trim is set) */
+	char *dev;
+	const char *from;
+	size_t len;
+	int trim;
+	void *event; /* REQ_DEVICE: done when this event is */
+	void *keep[5]; /* memory the call uses until it completes (host copies, narrowed arrays), freed */
+	/* REQ_PERSIST */
+	cmx_args args; /* the nonblocking call each start makes */
+	cmx_h inner;   /* the running start's request; request_null when inactive */
+	cmx_req *next;
+};
+
+#define NBUCKET 1024
+static cmx_req *bucket[NBUCKET];
+static cmx_req *orphans; /* freed by the program while active: finished by collmux */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int live; /* entries in the table or orphaned; 0 keeps completion calls on MPI */
+
+static unsigned slot(cmx_h h) { return (unsigned)((cmx_norm(h) * 0x9E3779B97F4A7C15ull) >> 54); }
+
+static cmx_req *find_locked(cmx_h h)
+{
+	h = cmx_norm(h);
+	for (cmx_req *e = bucket[slot(h)]; e; e = e->next)
+		if (e->h == h)
+			return e;
+	return NULL;
+}
+
+static cmx_req *unlink_locked(cmx_h h)
+{
+	h = cmx_norm(h);
+	for (cmx_req **p = &bucket[slot(h)]; *p; p = &(*p)->next)
+		if ((*p)->h == h) {
+			cmx_req *e = *p;
+			*p = e->next;
+			e->next = NULL;
+			return e;
+		}
+	return NULL;
+}
+
+static cmx_req *new_req(int fn)
+{
+	cmx_req *e = calloc(1, sizeof *e);
+	if (e) {
+		e->fn = fn;
+		e->inner = cmx_abi.request_null;
+	}
+	return e;
+}
+
+void cmx_req_keep(cmx_req *e, void *p)
+{
+	for (int i = 0; p && i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
+		if (!e->keep[i]) {
+			e->keep[i] = p;
+			return;
+		}
+	cmx_fatal("internal: a request keeps more than %d allocations", (int)(sizeof e->keep / sizeof e->keep[0]));
+}
+
+static void release(cmx_req *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
+		free(e->keep[i]);
+	cmx_cuda_event_free(e->event);
+	free(e);
+	__atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
+}
+
+/* add files e under the MPI request h. */
+static void add(cmx_req *e, cmx_h h)
+{
+	e->h = cmx_norm(h);
+	pthread_mutex_lock(&mu);
+	unsigned s = slot(e->h);
+	e->next = bucket[s];
+	bucket[s] = e;
+	pthread_mutex_unlock(&mu);
+	__atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+}
+
+cmx_req *cmx_req_adopt(int fn, const void *req)
+{
+	cmx_h h = cmx_req_get(req);
+	pthread_mutex_lock(&mu);
+	cmx_req *e = find_locked(h);
+	pthread_mutex_unlock(&mu);
+	if (e)
+		return e;
+	if (!(e = new_req(fn)))
+		cmx_fatal("%s: out of memory for a request", cmx_fn_names[fn]);
+	e->kind = REQ_INNER;
+	add(e, h);
+	return e;
+}
+
+void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim)
+{
+	e->dev = dev, e->from = from, e->len = len, e->trim = trim;
+}
+
+/* ---- generalized requests for device work ---- */
+
+static int greq_query(void *extra, void *status)
+{
+	(void)extra;
+	cmx_px.Status_set_elements(status, cmx_abi.byte, 0);
+	cmx_px.Status_set_cancelled(status, 0);
+	return 0;
+}
+static int greq_free(void *extra) { return (void)extra, 0; }
+static int greq_cancel(void *extra, int complete) { return (void)extra, (void)complete, 0; }
+
+int cmx_req_device(const cmx_args *a, void *event)
+{
+	cmx_req *e = new_req(a->fn);
+	if (!e)
+		return cmx_abi.err_other;
+	int rc = cmx_px.Grequest_start((void *)greq_query, (void *)greq_free, (void *)greq_cancel, NULL, a->req);
+	if (rc != 0) {
+		free(e);
+		return rc;
+	}
+	e->kind = REQ_DEVICE;
+	e->event = event;
+	add(e, cmx_req_get(a->req));
+	return 0;
+}
+
+/* A device request whose event has passed is completed for MPI. */
+static void poll_device(cmx_req *e)
+{
+	if (!e || e->kind != REQ_DEVICE || e->completed)
+		return;
+	int d = cmx_cuda_event_done(e->event);
+	if (d < 0)
+		cmx_log(0, "%s: the device work of a nonblocking call failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
+	if (d != 0) {
+		e->completed = 1;
+		cmx_px.Grequest_complete(e->h);
+	}
+}
+
+/* ---- finishing ---- */
+
+static int finish(cmx_req *e, const void *status)
+{
+	if (!e || e->finished)
+		return 0;
+	e->finished = 1;
+	size_t n = e->len;
+	int cancelled = 0;
+	if (!e->dev || !n)
+		return 0;
+	if (status && status != cmx_abi.status_ignore) {
+		int got = 0;
+		if (e->cancel)
+			cmx_px.Test_cancelled(status, &cancelled);
+		if (e->trim && cmx_px.Get_count(status, cmx_abi.byte, &got) == 0 && got >= 0 && (size_t)got < n)
+			n = (size_t)got;
+	}
+	if (cancelled || !n)
+		return 0;
+	if (cmx_cuda_ctx_for(e->dev) && cmx_cuda_copy(e->dev, e->from, n, NULL) && cmx_cuda_sync(NULL))
+		return 0;
+	cmx_log(0, "%s: copying the received data back to the device failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
+	return cmx_abi.err_other;
+}
+
+/* Orphans, freed by the program while active, are finished here. */
+static void progress_orphans(int wait)
+{
+	if (!__atomic_load_n(&orphans, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&mu);
+	cmx_req *list = orphans;
+	orphans = NULL;
+	pthread_mutex_unlock(&mu);
+	char st[64];
+	while (list) {
+		cmx_req *keep = NULL, *next;
+		for (cmx_req *e = list; e; e = next) {
+			next = e->next;
+			poll_device(e);
+			cmx_h h = e->h;
+			int flag = 0;
+			union {
+				cmx_h h;
+				int i;
+			} r;
+			cmx_req_put(&r, h);
+			if (cmx_px.Test(&r, &flag, st) != 0 || flag) {
+				finish(e, st);
+				release(e);
+			} else {
+				e->next = keep;
+				keep = e;
+			}
+		}
+		list = keep;
+		if (!wait)
+			break;
+		cmx_cpu_relax();
+	}
+	if (list) {
+		pthread_mutex_lock(&mu);
+		cmx_req *tail = list;
+		while (tail->next)
+			tail = tail->next;
+		tail->next = orphans;
+		orphans = list;
+		pthread_mutex_unlock(&mu);
+	}
+}
+
+void cmx_req_finalize(void) { progress_orphans(1); }
+
+/* ---- the completion calls ---- */
+
+enum { OP_WAIT, OP_TEST, OP_WAITALL, OP_TESTALL, OP_WAITANY, OP_TESTANY, OP_WAITSOME, OP_TESTSOME, OP_GETSTATUS };
+
+typedef struct {
+	int n;
+	void *reqs;     /* the program's array */
+	int *flag, *idx, *outcount, *indices;
+	void *statuses; /* the program's, or MPI_STATUS(ES)_IGNORE */
+} call;
+
+static int pmpi(int op, const call *c, void *sub, void *st)
+{
+	switch (op) {
+	case OP_WAIT:
+		return cmx_px.Wait(sub, st);
+	case OP_TEST:
+		return cmx_px.Test(sub, c->flag, st);
+	case OP_WAITALL:
+		return cmx_px.Waitall(c->n, sub, st);
+	case OP_TESTALL:
+		return cmx_px.Testall(c->n, sub, c->flag, st);
+	case OP_WAITANY:
+		return cmx_px.Waitany(c->n, sub, c->idx, st);
+	case OP_TESTANY:
+		return cmx_px.Testany(c->n, sub, c->idx, c->flag, st);
+	case OP_WAITSOME:
+		return cmx_px.Waitsome(c->n, sub, c->outcount, c->indices, st);
+	case OP_TESTSOME:
+		return cmx_px.Testsome(c->n, sub, c->outcount, c->indices, st);
+	default:
+		return cmx_px.Request_get_status(cmx_req_get(sub), c->flag, st);
+	}
+}
+
+/* the polling twin of a blocking call, and whether it is done */
+static int test_twin(int op) { return op == OP_WAIT ? OP_TEST : op == OP_WAITALL ? OP_TESTALL : op == OP_WAITANY ? OP_TESTANY : op == OP_WAITSOME ? OP_TESTSOME : op; }
+static int twin_done(int op, const call *c)
+{
+	if (op == OP_TESTSOME)
+		return *c->outcount != 0;
+	return *c->flag;
+}
+
+/* The status MPI wrote for request i of the call (NULL if none). */
+static char *status_of(int op, const call *c, char *st, int i)
+{
+	if (!st || st == cmx_abi.status_ignore)
+		return NULL;
+	switch (op) {
+	case OP_WAITALL:
+	case OP_TESTALL:
+		return st + (size_t)i * cmx_abi.status_size;
+	case OP_WAITSOME:
+	case OP_TESTSOME:
+		for (int k = 0; k < *c->outcount; k++)
+			if (c->indices[k] == i)
+				return st + (size_t)k * cmx_abi.status_size;
+		return NULL;
+	default:
+		return st;
+	}
+}
+
+/* complete runs one completion call over requests some of which collmux
+ * owns: persistent ones stand in for their running start, device work is
+ * polled while a blocking call waits (the call then loops on its test
+ * twin, so that MPI keeps progressing the other requests), and each
+ * request that completed is finished (its data copied back) before the
+ * call returns. */
+static int complete(int op, call *c)
+{
+	progress_orphans(0);
+	const int n = c->n, w = cmx_abi.int_handles ? (int)sizeof(int) : (int)sizeof(cmx_h);
+	cmx_req *small_e[8], *small_i[8];
+	char small_sub[8 * sizeof(cmx_h)];
+	cmx_req **ent = n <= 8 ? small_e : calloc((size_t)n, sizeof *ent);
+	cmx_req **work = n <= 8 ? small_i : calloc((size_t)n, sizeof *work); /* the entry doing slot i's work */
+	char *sub = n <= 8 ? small_sub : malloc((size_t)n * (size_t)w);
+	char *was_active = calloc((size_t)(n > 0 ? n : 1), 1);
+	int rc = cmx_abi.err_other, need_status = 0, device = 0;
+	void *own_st = NULL;
+	if (!ent || !work || !sub || !was_active)
+		goto out;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < n; i++) {
+		cmx_h h = cmx_req_get(cmx_req_at(c->reqs, i));
+		cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : find_locked(h);
+		ent[i] = e;
+		work[i] = e;
+		if (e && e->kind == REQ_PERSIST) {
+			h = e->inner;
+			work[i] = find_locked(h);
+		}
+		cmx_req_put(sub + (size_t)i * w, h);
+		was_active[i] = cmx_norm(h) != cmx_norm(cmx_abi.request_null);
+		if (work[i]) {
+			need_status |= work[i]->trim || work[i]->cancel;
+			device |= work[i]->kind == REQ_DEVICE && !work[i]->completed;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	void *st = c->statuses;
+	if (need_status && st == cmx_abi.status_ignore) {
+		int k = op == OP_WAITALL || op == OP_TESTALL || op == OP_WAITSOME || op == OP_TESTSOME ? n : 1;
+		if (!(st = own_st = calloc((size_t)(k > 0 ? k : 1), (size_t)cmx_abi.status_size)))
+			goto out;
+	}
+	int twin = device ? test_twin(op) : op, zero = 0;
+	if (twin != op && !c->flag)
+		c->flag = &zero; /* Wait*, Waitsome have no flag; the twin needs one */
+	for (;;) {
+		for (int i = 0; device && i < n; i++)
+			poll_device(work[i]);
+		rc = pmpi(twin, c, sub, st);
+		if (rc != 0 || twin == op || twin_done(twin, c))
+			break;
+		progress_orphans(0);
+		cmx_cpu_relax();
+	}
+	if (c->flag == &zero)
+		c->flag = NULL;
+	for (int i = 0; i < n; i++) {
+		cmx_h now = cmx_req_get(sub + (size_t)i * w);
+		int done = op == OP_GETSTATUS ? *c->flag : was_active[i] && cmx_norm(now) == cmx_norm(cmx_abi.request_null);
+		if (ent[i] && ent[i]->kind == REQ_PERSIST) {
+			if (done && op != OP_GETSTATUS && was_active[i]) {
+				pthread_mutex_lock(&mu);
+				unlink_locked(ent[i]->inner);
+				pthread_mutex_unlock(&mu);
+				int r = finish(work[i], status_of(op, c, st, i));
+				release(work[i]);
+				union {
+					cmx_h h;
+					int i;
+				} a;
+				cmx_req_put(&a, ent[i]->h);
+				cmx_px.Wait(&a, (void *)cmx_abi.status_ignore); /* the anchor's start completed at once */
+				ent[i]->inner = cmx_abi.request_null;
+				rc = rc ? rc : r;
+			} else if (done && op == OP_GETSTATUS) {
+				int r = finish(work[i], status_of(op, c, st, i));
+				rc = rc ? rc : r;
+			}
+			continue; /* the program keeps the anchor */
+		}
+		if (work[i] && done) {
+			int r = finish(work[i], status_of(op, c, st, i));
+			rc = rc ? rc : r;
+			if (op != OP_GETSTATUS) {
+				pthread_mutex_lock(&mu);
+				unlink_locked(work[i]->h);
+				pthread_mutex_unlock(&mu);
+				release(work[i]);
+			}
+		}
+		if (op != OP_GETSTATUS)
+			cmx_req_put(cmx_req_at(c->reqs, i), now);
+	}
+out:
+	free(own_st);
+	free(was_active);
+	if (ent != small_e)
+		free(ent);
+	if (work != small_i)
+		free(work);
+	if (sub != small_sub)
+		free(sub);
+	return rc;
+}
+
+static inline int owns_any(void)
+{
+	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
+		cmx_init();
+	return __atomic_load_n(&live, __ATOMIC_RELAXED) != 0;
+}
+
+CMX_EXPORT int MPI_Wait(void *req, void *status)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Wait(req, status);
+	call c = {.n = 1, .reqs = req, .statuses = status};
+	return complete(OP_WAIT, &c);
+}
+
+CMX_EXPORT int MPI_Test(void *req, int *flag, void *status)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Test(req, flag, status);
+	call c = {.n = 1, .reqs = req, .flag = flag, .statuses = status};
+	return complete(OP_TEST, &c);
+}
+
+CMX_EXPORT int MPI_Waitall(int n, void *reqs, void *statuses)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Waitall(n, reqs, statuses);
+	call c = {.n = n, .reqs = reqs, .statuses = statuses};
+	return complete(OP_WAITALL, &c);
+}
+
+CMX_EXPORT int MPI_Testall(int n, void *reqs, int *flag, void *statuses)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Testall(n, reqs, flag, statuses);
+	call c = {.n = n, .reqs = reqs, .flag = flag, .statuses = statuses};
+	return complete(OP_TESTALL, &c);
+}
+
+CMX_EXPORT int MPI_Waitany(int n, void *reqs, int *idx, void *status)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Waitany(n, reqs, idx, status);
+	call c = {.n = n, .reqs = reqs, .idx = idx, .statuses = status};
+	return complete(OP_WAITANY, &c);
+}
+
+CMX_EXPORT int MPI_Testany(int n, void *reqs, int *idx, int *flag, void *status)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Testany(n, reqs, idx, flag, status);
+	call c = {.n = n, .reqs = reqs, .idx = idx, .flag = flag, .statuses = status};
+	return complete(OP_TESTANY, &c);
+}
+
+CMX_EXPORT int MPI_Waitsome(int n, void *reqs, int *outcount, int *indices, void *statuses)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Waitsome(n, reqs, outcount, indices, statuses);
+	call c = {.n = n, .reqs = reqs, .outcount = outcount, .indices = indices, .statuses = statuses};
+	return complete(OP_WAITSOME, &c);
+}
+
+CMX_EXPORT int MPI_Testsome(int n, void *reqs, int *outcount, int *indices, void *statuses)
+{
+	if (CMX_LIKELY(!owns_any()) || n <= 0)
+		return cmx_px.Testsome(n, reqs, outcount, indices, statuses);
+	call c = {.n = n, .reqs = reqs, .outcount = outcount, .indices = indices, .statuses = statuses};
+	return complete(OP_TESTSOME, &c);
+}
+
+CMX_EXPORT int MPI_Request_get_status(cmx_h req, int *flag, void *status)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Request_get_status(req, flag, status);
+	union {
+		cmx_h h;
+		int i;
+	} r;
+	cmx_req_put(&r, req);
+	call c = {.n = 1, .reqs = &r, .flag = flag, .statuses = status};
+	return complete(OP_GETSTATUS, &c);
+}
+
+CMX_EXPORT int MPI_Cancel(void *req)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Cancel(req);
+	pthread_mutex_lock(&mu);
+	cmx_req *e = find_locked(cmx_req_get(req));
+	cmx_h target = e && e->kind == REQ_PERSIST ? e->inner : cmx_req_get(req);
+	cmx_req *w = e && e->kind == REQ_PERSIST ? find_locked(target) : e;
+	if (w)
+		w->cancel = 1;
+	pthread_mutex_unlock(&mu);
+	union {
+		cmx_h h;
+		int i;
+	} r;
+	cmx_req_put(&r, target);
+	return cmx_px.Cancel(e && e->kind == REQ_PERSIST ? (void *)&r : req);
+}
+
+/* A request the program frees while it is active is finished by collmux
+ * later (its copies must still reach the device, or be freed). */
+CMX_EXPORT int MPI_Request_free(void *req)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Request_free(req);
+	pthread_mutex_lock(&mu);
+	cmx_h h = cmx_req_get(req);
+	cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : unlink_locked(h);
+	cmx_req *w = e && e->kind == REQ_PERSIST ? unlink_locked(e->inner) : e;
+	if (w) {
+		w->next = orphans;
+		__atomic_store_n(&orphans, w, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&mu);
+	if (!e)
+		return cmx_px.Request_free(req);
+	if (e->kind == REQ_PERSIST) {
+		int rc = cmx_px.Request_free(req); /* the anchor */
+		release(e);
+		return rc;
+	}
+	cmx_req_put(req, cmx_abi.request_null); /* collmux completes the MPI's request itself */
+	return 0;
+}
+
+/* ---- persistent requests ---- */
+
+/* A persistent call collmux runs itself: the program holds an anchor, a
+ * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
+ * soon as it starts; each start runs the call in its nonblocking form. */
+int cmx_req_persistent(const cmx_args *a)
+{
+	cmx_req *e = new_req(a->fn);
+	if (!e)
+		return cmx_error(a->comm, cmx_abi.err_other);
+	int rc = cmx_px.Send_init(NULL, 0, cmx_abi.byte, cmx_abi.proc_null, 0, cmx_abi.comm_self, a->req);
+	if (rc != 0) {
+		free(e);
+		return rc;
+	}
+	e->kind = REQ_PERSIST;
+	e->args = *a;
+	e->args.fn = cmx_fn_nb[a->fn];
+	e->args.form = CMX_FORM_NONBLOCKING;
+	e->args.req = NULL;
+	add(e, cmx_req_get(a->req));
+	return 0;
+}
+
+static int start(void *req)
+{
+	pthread_mutex_lock(&mu);
+	cmx_req *e = find_locked(cmx_req_get(req));
+	pthread_mutex_unlock(&mu);
+	if (!e || e->kind != REQ_PERSIST)
+		return cmx_px.Start(req);
+	if (cmx_norm(e->inner) != cmx_norm(cmx_abi.request_null))
+		return cmx_error(e->args.comm, cmx_abi.err_other); /* started while active: erroneous */
+	union {
+		cmx_h h;
+		int i;
+	} r;
+	cmx_args b = e->args;
+	b.req = &r;
+	int rc = cmx_dispatch(&b);
+	if (rc != 0)
+		return rc;
+	e->inner = cmx_norm(cmx_req_get(&r));
+	return cmx_px.Start(req);
+}
+
+CMX_EXPORT int MPI_Start(void *req)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Start(req);
+	return start(req);
+}
+
+CMX_EXPORT int MPI_Startall(int n, void *reqs)
+{
+	if (CMX_LIKELY(!owns_any()))
+		return cmx_px.Startall(n, reqs);
+	for (int i = 0; i < n; i++) {
+		int rc = start(cmx_req_at(reqs, i));
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
