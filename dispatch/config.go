@@ -101,12 +101,17 @@ func gpuKey() string {
 }
 
 // TuningDir is where `collmux tune --install` puts tables, one per GPU key:
-// $XDG_CONFIG_HOME/collmux, or ~/.config/collmux.
+// $XDG_CONFIG_HOME/collmux, or ~/.config/collmux; "" (none) where neither
+// variable holds an absolute path, which would otherwise take tables from
+// .config/collmux under whatever directory the program runs in.
 func TuningDir(getenv func(string) string) string {
-	if d := getenv("XDG_CONFIG_HOME"); d != "" {
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "collmux")
 	}
-	return filepath.Join(getenv("HOME"), ".config", "collmux")
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "collmux")
+	}
+	return ""
 }
 
 // tuningRules loads the tuning table named by COLLMUX_TUNING, or the one
@@ -114,8 +119,12 @@ func TuningDir(getenv func(string) string) string {
 // is refused with a warning; an unreadable or malformed one is an error.
 func tuningRules(getenv func(string) string) (rules []Rule, path string, warn string, err error) {
 	path = getenv("COLLMUX_TUNING")
+	source := "COLLMUX_TUNING" // what an error blames
 	if path == "" {
 		dir := TuningDir(getenv)
+		if dir == "" {
+			return nil, "", "", nil
+		}
 		if m, _ := filepath.Glob(filepath.Join(dir, "tuning-*.json")); len(m) == 0 {
 			return nil, "", "", nil // nothing installed: skip NVML entirely
 		}
@@ -123,10 +132,11 @@ func tuningRules(getenv func(string) string) (rules []Rule, path string, warn st
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", "", nil
 		}
+		source = "the installed tuning table"
 	}
 	t, err := tune.Read(path)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
+		return nil, "", "", fmt.Errorf("%s: %v", source, err)
 	}
 	if key := gpuKey(); t.GPUKey != key {
 		return nil, "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil

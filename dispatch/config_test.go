@@ -126,6 +126,46 @@ func TestTuningTable(t *testing.T) {
 	}
 }
 
+// Installed tuning tables come only from the user's configuration folder:
+// without HOME or XDG_CONFIG_HOME there is none (not .config/collmux under
+// the current directory), and a broken installed table is blamed for
+// itself, not on COLLMUX_TUNING, which was not set.
+func TestTuningDirWithoutHome(t *testing.T) {
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
+	home := t.TempDir()
+	t.Chdir(home)
+	installed := filepath.Join(home, ".config", "collmux")
+	os.MkdirAll(installed, 0o755)
+	os.WriteFile(filepath.Join(installed, "tuning-key-here.json"), []byte("{broken"), 0o644)
+	for _, tc := range []struct {
+		env  map[string]string
+		dir  string
+		err  string // "" for none
+		none string // an error must not say this
+	}{
+		{env: nil, dir: ""},
+		{env: map[string]string{"HOME": "."}, dir: ""},
+		{env: map[string]string{"XDG_CONFIG_HOME": ".config"}, dir: ""},
+		{env: map[string]string{"HOME": home}, dir: installed, err: "installed tuning table", none: "COLLMUX_TUNING"},
+		{env: map[string]string{"COLLMUX_TUNING": filepath.Join(installed, "tuning-key-here.json")}, dir: "", err: "COLLMUX_TUNING"},
+	} {
+		get := func(k string) string { return tc.env[k] }
+		if got := TuningDir(get); got != tc.dir {
+			t.Errorf("%v: TuningDir %q, want %q", tc.env, got, tc.dir)
+		}
+		c, err := LoadConfig(get)
+		switch {
+		case tc.err == "" && (err != nil || c.Tuning != ""):
+			t.Errorf("%v: tuning %q, %v; want none", tc.env, c.Tuning, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.err)
+		case tc.none != "" && err != nil && strings.Contains(err.Error(), tc.none):
+			t.Errorf("%v: error %v blames %s", tc.env, err, tc.none)
+		}
+	}
+}
+
 func TestRulesHashDiffers(t *testing.T) {
 	a, _ := LoadConfig(func(string) string { return "" })
 	b, _ := LoadConfig(func(k string) string {
