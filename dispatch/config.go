@@ -150,14 +150,19 @@ func tuningRules(getenv func(string) string) (rules []Rule, path string, warn st
 // variable, never silently ignored.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
+	// Only what looks like a path is a file: any other word (stdout, a
+	// misspelt boolean) would otherwise become a file in the current
+	// directory, found by no one.
 	switch v := strings.TrimSpace(getenv("COLLMUX_STATS")); {
 	case v == "" || isFalse(v):
-	case isTrue(v) || v == "stderr":
+	case isTrue(v) || strings.EqualFold(v, "stderr") || v == "-":
 		c.Stats = StatsText
 	case strings.HasSuffix(v, ".json"):
 		c.Stats, c.StatsPath = StatsJSON, v
-	default:
+	case strings.Contains(v, "/") || strings.HasSuffix(v, ".txt"):
 		c.Stats, c.StatsPath = StatsText, v
+	default:
+		return c, fmt.Errorf("COLLMUX_STATS=%q: want 1/0 (or true/false, yes/no, on/off), stderr or -, or a file: a path containing '/' or ending in .json (JSON) or .txt (text)", v)
 	}
 	log, err := choiceVar(getenv, "COLLMUX_LOG", "warn", "info", "decisions", "debug")
 	if err != nil {
