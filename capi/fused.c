@@ -98,6 +98,16 @@ static void load(void)
 	if (!collmux_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
 		return;
 	fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
+	/* An image the driver refuses (damaged, or not for this driver) is set
+	 * aside: a cached one deleted, so no later process loads it either.
+	 * Where the driver loaded no module and another image is to be had
+	 * (compiled anew), that one is tried, once. */
+	if (!fn_ring && collmux_go_fused_rejected() && !module) {
+		free(image);
+		image = NULL;
+		if (collmux_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
+			fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
+	}
 	/* image stays allocated: with lazy module loading (the default since
 	 * CUDA 12.2) the driver reads it again when a kernel first launches */
 	cmx_log(1, "fused kernels %s (sm_%d)", fn_ring ? "loaded" : "failed to load", arch);

@@ -15,7 +15,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -38,6 +37,7 @@ func init() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2)
 	}
+	fused.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", msg) }
 }
 
 var (
@@ -179,21 +179,40 @@ func collmux_go_routes_for(ranks, nodes, rpn, nvl C.int) *C.cmx_routes {
 	return t
 }
 
+// served is the image collmux_go_fused_module gave C last, and where it
+// came from, so that one the driver refuses can be set aside.
+var served struct {
+	img      []byte
+	aot      bool   // from the ahead-of-time folder
+	dir, key string // in the cache (dir != "")
+	fresh    bool   // compiled just now: compiling again gives the same
+}
+
+// skipAOT is set once the driver has refused the ahead-of-time image.
+var skipAOT bool
+
 // collmux_go_fused_module gives C the compiled fused kernels for this GPU:
-// the ahead-of-time image beside the library (lib, its path), or from the cache,
-// or compiled now with NVRTC; the image is malloc'd.
+// the ahead-of-time image beside the library (lib, its path as dladdr
+// gives it), or from the cache, or compiled now with NVRTC; the image is
+// malloc'd.
 //
 //export collmux_go_fused_module
 func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, size *C.size_t) C.int {
-	if img, path := fused.LoadAOT([]string{filepath.Join(filepath.Dir(C.GoString(lib)), fused.AOTDir)}, int(arch)); img != nil {
-		if config.Log >= dispatch.LogInfo {
-			fmt.Fprintf(os.Stderr, "collmux: fused kernels from %s (compiled ahead of time)\n", path)
+	served.img, served.aot, served.dir, served.key, served.fresh = nil, false, "", "", false
+	if dir := fused.AOTDirFor(C.GoString(lib), loadDir()); dir != "" && !skipAOT {
+		if img, path := fused.LoadAOT([]string{dir}, int(arch)); img != nil {
+			if config.Log >= dispatch.LogInfo {
+				fmt.Fprintf(os.Stderr, "collmux: fused kernels from %s (compiled ahead of time)\n", path)
+			}
+			served.img, served.aot = img, true
+			*image = (*C.char)(C.CBytes(img))
+			*size = C.size_t(len(img))
+			return 1
 		}
-		*image = (*C.char)(C.CBytes(img))
-		*size = C.size_t(len(img))
-		return 1
 	}
-	img, err := fused.Load(fused.CacheDir(os.Getenv), fused.CacheKey(int(arch), int(driver)), func() ([]byte, error) {
+	var took time.Duration
+	dir, key := fused.CacheDir(os.Getenv), fused.CacheKey(int(arch), int(driver))
+	img, how, err := fused.Load(dir, key, func() ([]byte, error) {
 		src := C.CString(fused.Source)
 		defer C.free(unsafe.Pointer(src))
 		var cubin, log *C.char
@@ -209,9 +228,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 			}
 			return nil, fmt.Errorf("compiling the fused kernels for sm_%d: %s", int(arch), msg)
 		}
-		if config.Log >= dispatch.LogInfo {
-			fmt.Fprintf(os.Stderr, "collmux: fused kernels compiled by NVRTC for sm_%d in %.1f s (cached for next time)\n", int(arch), time.Since(t0).Seconds())
-		}
+		took = time.Since(t0)
 		return C.GoBytes(unsafe.Pointer(cubin), C.int(n)), nil
 	})
 	if err != nil {
@@ -220,9 +237,44 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 		}
 		return 0
 	}
+	if config.Log >= dispatch.LogInfo && how != fused.FromCache {
+		// only an image actually written is claimed to be cached
+		where := "cached in " + dir + " for next time"
+		if how == fused.Private {
+			where = "not cached"
+		}
+		fmt.Fprintf(os.Stderr, "collmux: fused kernels compiled by NVRTC for sm_%d in %.1f s (%s)\n", int(arch), took.Seconds(), where)
+	}
+	served.img, served.fresh = img, how != fused.FromCache
+	if how != fused.Private {
+		served.dir, served.key = dir, key
+	}
 	*image = (*C.char)(C.CBytes(img))
 	*size = C.size_t(len(img))
 	return 1
+}
+
+// collmux_go_fused_rejected is told that the driver refused the image
+// collmux_go_fused_module gave last: a cached one is deleted, so that no
+// later process loads it, and the ahead-of-time one passed over. It
+// returns 1 where asking collmux_go_fused_module again gives another
+// image (compiled anew), 0 where it would give the same.
+//
+//export collmux_go_fused_rejected
+func collmux_go_fused_rejected() C.int {
+	switch {
+	case served.aot:
+		fmt.Fprintf(os.Stderr, "collmux: warning: the driver refused the fused kernels compiled ahead of time; compiling them\n")
+		skipAOT = true
+		return 1
+	case served.dir != "":
+		fused.Reject(served.dir, served.key, served.img)
+		if !served.fresh {
+			fmt.Fprintf(os.Stderr, "collmux: warning: the driver refused the cached fused kernels; deleted, compiling them again\n")
+			return 1
+		}
+	}
+	return 0
 }
 
 //export collmux_go_explain

@@ -101,12 +101,17 @@ func gpuKey() string {
 }
 
 // TuningDir is where `collmux tune --install` puts tables, one per GPU key:
-// $XDG_CONFIG_HOME/collmux, or ~/.config/collmux.
+// $XDG_CONFIG_HOME/collmux, or ~/.config/collmux; "" (none) where neither
+// variable holds an absolute path, which would otherwise take tables from
+// .config/collmux under whatever directory the program runs in.
 func TuningDir(getenv func(string) string) string {
-	if d := getenv("XDG_CONFIG_HOME"); d != "" {
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "collmux")
 	}
-	return filepath.Join(getenv("HOME"), ".config", "collmux")
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "collmux")
+	}
+	return ""
 }
 
 // tuningRules loads the tuning table named by COLLMUX_TUNING, or the one
@@ -114,8 +119,12 @@ func TuningDir(getenv func(string) string) string {
 // is refused with a warning; an unreadable or malformed one is an error.
 func tuningRules(getenv func(string) string) (rules []Rule, path string, warn string, err error) {
 	path = getenv("COLLMUX_TUNING")
+	source := "COLLMUX_TUNING" // what an error blames
 	if path == "" {
 		dir := TuningDir(getenv)
+		if dir == "" {
+			return nil, "", "", nil
+		}
 		if m, _ := filepath.Glob(filepath.Join(dir, "tuning-*.json")); len(m) == 0 {
 			return nil, "", "", nil // nothing installed: skip NVML entirely
 		}
@@ -123,10 +132,11 @@ func tuningRules(getenv func(string) string) (rules []Rule, path string, warn st
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", "", nil
 		}
+		source = "the installed tuning table"
 	}
 	t, err := tune.Read(path)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
+		return nil, "", "", fmt.Errorf("%s: %v", source, err)
 	}
 	if key := gpuKey(); t.GPUKey != key {
 		return nil, "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
@@ -140,14 +150,19 @@ func tuningRules(getenv func(string) string) (rules []Rule, path string, warn st
 // variable, never silently ignored.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
+	// Only what looks like a path is a file: any other word (stdout, a
+	// misspelt boolean) would otherwise become a file in the current
+	// directory, found by no one.
 	switch v := strings.TrimSpace(getenv("COLLMUX_STATS")); {
 	case v == "" || isFalse(v):
-	case isTrue(v) || v == "stderr":
+	case isTrue(v) || strings.EqualFold(v, "stderr") || v == "-":
 		c.Stats = StatsText
 	case strings.HasSuffix(v, ".json"):
 		c.Stats, c.StatsPath = StatsJSON, v
-	default:
+	case strings.Contains(v, "/") || strings.HasSuffix(v, ".txt"):
 		c.Stats, c.StatsPath = StatsText, v
+	default:
+		return c, fmt.Errorf("COLLMUX_STATS=%q: want 1/0 (or true/false, yes/no, on/off), stderr or -, or a file: a path containing '/' or ending in .json (JSON) or .txt (text)", v)
 	}
 	log, err := choiceVar(getenv, "COLLMUX_LOG", "warn", "info", "decisions", "debug")
 	if err != nil {

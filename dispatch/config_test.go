@@ -27,6 +27,18 @@ func TestLoadConfig(t *testing.T) {
 		{env: map[string]string{"COLLMUX_STATS": "off"}},
 		{env: map[string]string{"COLLMUX_STATS": "out/s.json"}, stats: StatsJSON, path: "out/s.json"},
 		{env: map[string]string{"COLLMUX_STATS": "report.txt"}, stats: StatsText, path: "report.txt"},
+		{env: map[string]string{"COLLMUX_STATS": "TRUE"}, stats: StatsText},
+		{env: map[string]string{"COLLMUX_STATS": "Yes"}, stats: StatsText},
+		{env: map[string]string{"COLLMUX_STATS": "On"}, stats: StatsText},
+		{env: map[string]string{"COLLMUX_STATS": "FALSE"}},
+		{env: map[string]string{"COLLMUX_STATS": "No"}},
+		{env: map[string]string{"COLLMUX_STATS": "0"}},
+		{env: map[string]string{"COLLMUX_STATS": "stderr"}, stats: StatsText},
+		{env: map[string]string{"COLLMUX_STATS": "-"}, stats: StatsText},
+		{env: map[string]string{"COLLMUX_STATS": "./report"}, stats: StatsText, path: "./report"},
+		{env: map[string]string{"COLLMUX_STATS": "/tmp/s.json"}, stats: StatsJSON, path: "/tmp/s.json"},
+		{env: map[string]string{"COLLMUX_STATS": "stdout"}, err: "COLLMUX_STATS"}, // not a file named stdout
+		{env: map[string]string{"COLLMUX_STATS": "enabled"}, err: "COLLMUX_STATS"},
 		{env: map[string]string{"COLLMUX_LOG": "decisions"}, log: LogDecisions},
 		{env: map[string]string{"COLLMUX_LOG": "loud"}, err: "COLLMUX_LOG"},
 		{env: map[string]string{"COLLMUX_TIMEOUT": "5"}, timeout: 5},
@@ -123,6 +135,46 @@ func TestTuningTable(t *testing.T) {
 	os.Rename(good, filepath.Join(dir, "collmux", "tuning-key-here.json"))
 	if c, err := LoadConfig(get); err != nil || !strings.HasSuffix(c.Tuning, "tuning-key-here.json") {
 		t.Errorf("installed table not found: %q %v", c.Tuning, err)
+	}
+}
+
+// Installed tuning tables come only from the user's configuration folder:
+// without HOME or XDG_CONFIG_HOME there is none (not .config/collmux under
+// the current directory), and a broken installed table is blamed for
+// itself, not on COLLMUX_TUNING, which was not set.
+func TestTuningDirWithoutHome(t *testing.T) {
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
+	home := t.TempDir()
+	t.Chdir(home)
+	installed := filepath.Join(home, ".config", "collmux")
+	os.MkdirAll(installed, 0o755)
+	os.WriteFile(filepath.Join(installed, "tuning-key-here.json"), []byte("{broken"), 0o644)
+	for _, tc := range []struct {
+		env  map[string]string
+		dir  string
+		err  string // "" for none
+		none string // an error must not say this
+	}{
+		{env: nil, dir: ""},
+		{env: map[string]string{"HOME": "."}, dir: ""},
+		{env: map[string]string{"XDG_CONFIG_HOME": ".config"}, dir: ""},
+		{env: map[string]string{"HOME": home}, dir: installed, err: "installed tuning table", none: "COLLMUX_TUNING"},
+		{env: map[string]string{"COLLMUX_TUNING": filepath.Join(installed, "tuning-key-here.json")}, dir: "", err: "COLLMUX_TUNING"},
+	} {
+		get := func(k string) string { return tc.env[k] }
+		if got := TuningDir(get); got != tc.dir {
+			t.Errorf("%v: TuningDir %q, want %q", tc.env, got, tc.dir)
+		}
+		c, err := LoadConfig(get)
+		switch {
+		case tc.err == "" && (err != nil || c.Tuning != ""):
+			t.Errorf("%v: tuning %q, %v; want none", tc.env, c.Tuning, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.err)
+		case tc.none != "" && err != nil && strings.Contains(err.Error(), tc.none):
+			t.Errorf("%v: error %v blames %s", tc.env, err, tc.none)
+		}
 	}
 }
 

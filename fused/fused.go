@@ -2,20 +2,27 @@
 // their on-disk cache. The library embeds the source and compiles it at
 // first use with NVRTC for the GPU it runs on, so building collmux needs no
 // CUDA toolchain; the compiled image is cached under
-// $XDG_CACHE_HOME/collmux, keyed by source, GPU architecture and driver.
+// $XDG_CACHE_HOME/collmux or ~/.cache/collmux (without either, not at
+// all), keyed by source, GPU architecture and driver.
 // Where CMake finds nvcc, it compiles the kernels ahead of time instead
 // (AOTName), and the library takes those first: no NVRTC needed.
 package fused
 
 import (
+	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
+	"time"
 )
 
 //go:embed kernels.cu
@@ -59,13 +66,50 @@ const AOTDir = "collmux-kernels"
 // (e.g. 90 for sm_90); the source hash keeps a stale image from loading.
 func AOTName(arch int) string { return fmt.Sprintf("sm_%d-%s.cubin", arch, SourceHash()) }
 
+// AOTDirFor is the folder of ahead-of-time images beside the library at
+// lib, the path dladdr gives. That path is relative where the library was
+// preloaded by a relative path, and relative to the directory the process
+// was in then (cwd), not to wherever the program has moved since; "" when
+// it cannot be made absolute (no path, or cwd unknown).
+func AOTDirFor(lib, cwd string) string {
+	if lib == "" {
+		return "" // filepath.Dir would make it ".", the current directory
+	}
+	if !filepath.IsAbs(lib) {
+		if !filepath.IsAbs(cwd) {
+			return ""
+		}
+		lib = filepath.Join(cwd, lib)
+	}
+	return filepath.Join(filepath.Dir(lib), AOTDir)
+}
+
 // LoadAOT returns the ahead-of-time image for arch from the first of dirs
-// that holds one, and its path; nil when none does.
+// that holds one, and its path; nil when none does. Whoever can write an
+// image chooses the code the GPU runs, so a folder or image that anyone
+// but this user or root could have written, or a symbolic link, is passed
+// over with a warning (root: installed images belong to it); so is a
+// relative folder, which would be looked up from wherever the program is.
 func LoadAOT(dirs []string, arch int) ([]byte, string) {
 	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue // none there: built without nvcc
+		}
+		if err := trusted(d, fi, true, true); err != nil {
+			warnf("the fused kernels compiled ahead of time are not used: %v", err)
+			continue
+		}
 		p := filepath.Join(d, AOTName(arch))
-		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+		b, err := readTrusted(p, true)
+		if err == nil && len(b) > 0 {
 			return b, p
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			warnf("the fused kernels compiled ahead of time are not used: %v", err)
 		}
 	}
 	return nil, ""
@@ -79,57 +123,275 @@ func CacheKey(arch, driver int) string {
 }
 
 // CacheDir is where compiled images live: $XDG_CACHE_HOME/collmux, or
-// ~/.cache/collmux.
+// ~/.cache/collmux; "" (no disk cache) where neither variable holds an
+// absolute path. Never a shared temporary directory: the key is
+// predictable, so anyone could plant an image there for the next job to
+// run, or hold its lock.
 func CacheDir(getenv func(string) string) string {
-	if d := getenv("XDG_CACHE_HOME"); d != "" {
+	if d := getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "collmux")
 	}
-	if h := getenv("HOME"); h != "" {
+	if h := getenv("HOME"); filepath.IsAbs(h) {
 		return filepath.Join(h, ".cache", "collmux")
 	}
-	return filepath.Join(os.TempDir(), "collmux-cache")
+	return ""
 }
+
+// Outcome says where Load's image came from.
+type Outcome int
+
+const (
+	FromCache Outcome = iota // read from the cache
+	Cached                   // compiled now and written to the cache
+	Private                  // compiled now, for this process only
+)
+
+// Warn receives the reasons for passing over a cache or an image (the
+// library prints them); nil drops them.
+var Warn func(msg string)
+
+func warnf(format string, args ...any) {
+	if Warn != nil {
+		Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// LockWait is how long Load waits for the compile lock (NVRTC takes about
+// a minute in the rank that holds it) before compiling for itself: a rank
+// stuck while holding it, or a lock held by someone else, must not stall
+// the job. A variable for tests.
+var LockWait = 2 * time.Minute
 
 // Load returns the cached image for key, or compiles it with compile and
 // caches it. The ranks of a node start together and would all compile at
 // once (NVRTC takes about a minute here, and memory, in every rank): the
 // first takes a lock file beside the image and compiles, and the others
-// wait for it and read what it wrote. The image is written to a private
-// temporary file and renamed into place, so a reader never sees a partial
-// one. Where the cache cannot be written, or the lock taken, each rank
-// compiles for itself.
-func Load(dir, key string, compile func() ([]byte, error)) ([]byte, error) {
-	path := filepath.Join(dir, key+".cubin")
-	read := func() []byte {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return b
-		}
-		return nil
+// wait for it and read what it wrote.
+//
+// The cache runs whatever it holds, so it trusts only what this user
+// wrote: dir must be a directory of the user's own, not a symbolic link
+// (it is made 0700); an image and its digest must be regular files of the
+// user's, writable by no one else, and agree. An image that does not
+// match its digest is deleted and compiled again. Where dir is "", is not
+// the user's, or the lock is not had within LockWait, the rank compiles
+// for itself and caches nothing (with a warning but for "").
+func Load(dir, key string, compile func() ([]byte, error)) ([]byte, Outcome, error) {
+	private := func() ([]byte, Outcome, error) {
+		b, err := compile()
+		return b, Private, err
 	}
-	if b := read(); b != nil {
-		return b, nil
+	if dir == "" {
+		return private()
 	}
-	if os.MkdirAll(dir, 0o755) == nil {
-		if lock, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o644); err == nil {
-			defer lock.Close() // releases the lock
-			if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX) == nil {
-				if b := read(); b != nil { // another rank compiled it meanwhile
-					return b, nil
-				}
-			}
-		}
+	if err := privateDir(dir); err != nil {
+		warnf("the fused kernels are compiled without a cache: %v", err)
+		return private()
 	}
-	b, err := compile()
+	c := cache{dir, key}
+	if b, err := c.read(); err == nil {
+		return b, FromCache, nil
+	}
+	lock, err := c.lock()
+	if err != nil {
+		warnf("the fused kernels are compiled without a cache: %v", err)
+		return private()
+	}
+	defer lock.Close() // releases the lock
+	b, err := c.read()
+	if err == nil {
+		return b, FromCache, nil // another rank compiled it meanwhile
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		warnf("compiling the fused kernels again: %v", err)
+		c.remove()
+	}
+	if b, err = compile(); err != nil {
+		return nil, Private, err
+	}
+	if err := c.write(b); err != nil {
+		warnf("the fused kernels could not be cached: %v", err)
+		return b, Private, nil
+	}
+	return b, Cached, nil
+}
+
+// Reject deletes the cached image for key if it is still img, which the
+// driver refused to load, so that the next Load compiles it again. An
+// image that another rank has put there since is left alone.
+func Reject(dir, key string, img []byte) {
+	if dir == "" || privateDir(dir) != nil {
+		return
+	}
+	c := cache{dir, key}
+	lock, err := c.lock()
+	if err != nil {
+		return
+	}
+	defer lock.Close()
+	if cur, err := readTrusted(c.path(".cubin"), false); err == nil && bytes.Equal(cur, img) {
+		c.remove()
+	}
+}
+
+// cache is one key's files in a private cache directory: the image
+// (.cubin), its SHA-256 in hex (.sha256) and the compile lock (.lock).
+type cache struct{ dir, key string }
+
+func (c cache) path(ext string) string { return filepath.Join(c.dir, c.key+ext) }
+
+// read returns the image if it and its digest are trusted and agree; an
+// error wrapping fs.ErrNotExist where either is missing (not compiled yet,
+// or by a collmux that kept no digest).
+func (c cache) read() ([]byte, error) {
+	img, err := readTrusted(c.path(".cubin"), false)
 	if err != nil {
 		return nil, err
 	}
-	if f, err := os.CreateTemp(dir, key+".tmp*"); err == nil {
-		_, werr := f.Write(b)
-		if cerr := f.Close(); werr == nil && cerr == nil {
-			os.Rename(f.Name(), path)
-		} else {
-			os.Remove(f.Name())
-		}
+	sum, err := readTrusted(c.path(".sha256"), false)
+	if err != nil {
+		return nil, err
 	}
-	return b, nil
+	if h := sha256.Sum256(img); len(img) == 0 || strings.TrimSpace(string(sum)) != hex.EncodeToString(h[:]) {
+		return nil, fmt.Errorf("%s does not match its digest", c.path(".cubin"))
+	}
+	return img, nil
+}
+
+// write stores the digest, then the image, each through a private
+// temporary file renamed into place, so that a reader never sees a partial
+// file, and one that finds the image finds its digest.
+func (c cache) write(img []byte) error {
+	h := sha256.Sum256(img)
+	if err := c.put(".sha256", []byte(hex.EncodeToString(h[:])+"\n")); err != nil {
+		return err
+	}
+	return c.put(".cubin", img)
+}
+
+func (c cache) put(ext string, b []byte) error {
+	f, err := os.CreateTemp(c.dir, c.key+ext+".tmp*") // 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), c.path(ext))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// remove deletes the image before its digest (the order readers need).
+func (c cache) remove() {
+	os.Remove(c.path(".cubin"))
+	os.Remove(c.path(".sha256"))
+}
+
+// lock takes the key's lock file (0600, in the private directory, so no
+// one else can open it and hold it), polling so as to give up after
+// LockWait.
+func (c cache) lock() (*os.File, error) {
+	p := c.path(".lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || trusted(p, fi, false, false) != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a lock file of this user's", p)
+	}
+	deadline := time.Now().Add(LockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %v", p, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			f.Close()
+			return nil, fmt.Errorf("%s still locked after %v", p, LockWait)
+		}
+		time.Sleep(min(left, 50*time.Millisecond))
+	}
+}
+
+// privateDir makes dir (0700, and any missing parents) and checks that it
+// is the user's alone: a directory, not a symbolic link, owned by the
+// effective uid. A directory of the user's that others may enter (older
+// collmux made it 0755) is closed to them.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if err := owned(dir, fi, true, false); err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
+// owned checks what Lstat or Fstat said of path: a directory (dir) or a
+// regular file, owned by the effective uid, or by root where rootOK.
+func owned(path string, fi fs.FileInfo, dir, rootOK bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link", path)
+	case dir && !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", path)
+	case !dir && !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	case !ok:
+		return fmt.Errorf("%s: owner unknown", path)
+	case int(st.Uid) != os.Geteuid() && !(rootOK && st.Uid == 0):
+		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d)", path, st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// trusted is owned, and writable by neither group nor others.
+func trusted(path string, fi fs.FileInfo, dir, rootOK bool) error {
+	if err := owned(path, fi, dir, rootOK); err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by others (mode %04o)", path, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// readTrusted reads the file at path, opened without following a symbolic
+// link, if trusted accepts the file opened.
+func readTrusted(path string, rootOK bool) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := trusted(path, fi, false, rootOK); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }

@@ -40,14 +40,22 @@ func TestLoadAOT(t *testing.T) {
 	}
 }
 
+// The cache lives only in the user's own directories: never in a shared
+// temporary directory, nor anywhere relative to the current one.
 func TestCacheDir(t *testing.T) {
-	env := map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"}
-	if got := CacheDir(func(k string) string { return env[k] }); got != "/x/collmux" {
-		t.Error(got)
-	}
-	delete(env, "XDG_CACHE_HOME")
-	if got := CacheDir(func(k string) string { return env[k] }); got != "/h/.cache/collmux" {
-		t.Error(got)
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/collmux"},
+		{map[string]string{"HOME": "/h"}, "/h/.cache/collmux"},
+		{map[string]string{"XDG_CACHE_HOME": "rel", "HOME": "/h"}, "/h/.cache/collmux"},
+		{map[string]string{"HOME": "rel"}, ""},
+		{nil, ""}, // no disk cache, not os.TempDir()
+	} {
+		if got := CacheDir(func(k string) string { return tc.env[k] }); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
+		}
 	}
 }
 
@@ -56,15 +64,15 @@ func TestLoadCompilesOnceThenReadsCache(t *testing.T) {
 	calls := 0
 	compile := func() ([]byte, error) { calls++; return []byte("CUBIN"), nil }
 	for i := 0; i < 3; i++ {
-		b, err := Load(dir, "k", compile)
-		if err != nil || string(b) != "CUBIN" {
-			t.Fatalf("Load: %q, %v", b, err)
+		b, how, err := Load(dir, "k", compile)
+		if err != nil || string(b) != "CUBIN" || how != []Outcome{Cached, FromCache, FromCache}[i] {
+			t.Fatalf("Load: %q, %v, %v", b, how, err)
 		}
 	}
 	if calls != 1 {
 		t.Errorf("compiled %d times, want once", calls)
 	}
-	if _, err := Load(dir, "other", func() ([]byte, error) { return nil, errors.New("no nvrtc") }); err == nil {
+	if _, _, err := Load(dir, "other", func() ([]byte, error) { return nil, errors.New("no nvrtc") }); err == nil {
 		t.Error("a failed compile must be reported")
 	}
 	entries, _ := os.ReadDir(dir)
@@ -93,7 +101,7 @@ func TestLoadRacersCompileOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], _ = Load(dir, "k", compile)
+			got[i], _, _ = Load(dir, "k", compile)
 		}()
 	}
 	wg.Wait()

@@ -5,10 +5,12 @@ package stats
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"syscall"
 	"text/tabwriter"
 
 	"collmux/dispatch"
@@ -81,17 +83,29 @@ func (r Report) Calls(coll, backend string) uint64 {
 }
 
 // Write writes the report as JSON or text to path, or text to stderr when
-// path is empty.
+// path is empty. A file is made 0600 (the report shows what the job did),
+// and a symbolic link at path is refused, not followed: in a directory
+// others can write, it could point the truncating write at any file of
+// the user's.
 func (r Report) Write(asJSON bool, path string) error {
-	w := io.Writer(os.Stderr)
-	if path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	if path == "" {
+		return r.write(asJSON, os.Stderr)
 	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s is a symbolic link: not written", path)
+	}
+	if err != nil {
+		return err
+	}
+	err = r.write(asJSON, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r Report) write(asJSON bool, w io.Writer) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

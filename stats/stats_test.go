@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,5 +52,50 @@ func TestFromCounters(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The report goes to a file of the user's alone, never through a symbolic
+// link (which could aim the truncating write at any of the user's files).
+func TestWriteFile(t *testing.T) {
+	r := Report{Ranks: 2, ABI: "mpich"}
+	for _, tc := range []struct {
+		name  string
+		setup func(dir string) string // returns the path to write
+		err   string                  // "" for none
+	}{
+		{"new file", func(dir string) string { return filepath.Join(dir, "s.json") }, ""},
+		{"existing file", func(dir string) string {
+			p := filepath.Join(dir, "s.json")
+			os.WriteFile(p, []byte("old and longer than the report, to be truncated......................................."), 0o600)
+			return p
+		}, ""},
+		{"symbolic link", func(dir string) string {
+			os.WriteFile(filepath.Join(dir, "victim"), []byte("precious"), 0o600)
+			os.Symlink(filepath.Join(dir, "victim"), filepath.Join(dir, "s.json"))
+			return filepath.Join(dir, "s.json")
+		}, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := tc.setup(dir)
+			err := r.Write(true, p)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one saying %q", err, tc.err)
+				}
+				if b, _ := os.ReadFile(filepath.Join(dir, "victim")); string(b) != "precious" {
+					t.Errorf("the link's target became %q", b)
+				}
+				return
+			}
+			b, _ := os.ReadFile(p)
+			if err != nil || !strings.HasPrefix(string(b), "{") || !strings.HasSuffix(string(b), "}\n") {
+				t.Errorf("%v, wrote %q", err, b)
+			}
+			if fi, err := os.Stat(p); err != nil || tc.name == "new file" && fi.Mode().Perm() != 0o600 {
+				t.Errorf("a new report must be 0600: %v %v", fi.Mode(), err)
+			}
+		})
 	}
 }

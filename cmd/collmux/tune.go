@@ -132,6 +132,9 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	}
 	if o.install {
 		dir := dispatch.TuningDir(os.Getenv)
+		if dir == "" {
+			return fmt.Errorf("--install: neither HOME nor XDG_CONFIG_HOME is set (to an absolute path), so there is no tuning folder; give the table with COLLMUX_TUNING instead")
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
