@@ -401,7 +401,9 @@ void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived). */
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);
-int cmx_req_device(const cmx_args *a, void *event); /* *a->req: a request done when event is */
+/* *a->req: a generalized request for device work, complete once poll(arg,
+ * v) returns 1 (-1: failed); drop(arg), if given, when it is released. */
+int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *));
 int cmx_req_persistent(const cmx_args *a);          /* *a->req: a persistent call collmux starts itself */
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
 

@@ -296,14 +296,13 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 
 /* run tries the chosen backend, then the fallbacks: fused kernels fall
  * back to NCCL, a device call NCCL cannot express is staged, and what
- * staging declines goes to MPI. The fused kernels hold the calling thread
- * until the peers are done, so they take blocking calls only. */
+ * staging declines goes to MPI. */
 static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
 {
 	int rc = 0;
 	switch (backend) {
 	case CMX_BACKEND_FUSED:
-		if (c && a->mem == CMX_MEM_DEVICE && a->form == CMX_FORM_BLOCKING && cmx_fused_run(c, a, &rc))
+		if (c && a->mem == CMX_MEM_DEVICE && cmx_fused_run(c, a, &rc))
 			return *used = CMX_BACKEND_FUSED, rc;
 		/* fall through */
 	case CMX_BACKEND_NCCL:

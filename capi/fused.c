@@ -56,6 +56,7 @@ struct cmx_fused {
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
 	int running;     /* that instance may still be running */
+	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
 	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel */
 	volatile bell_t *bell;
@@ -345,12 +346,17 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 	}
 }
 
-/* Rings job (code, in, out, n, root) for nb blocks and waits for it. The
- * doorbell's three chunks are each written payload first, then (release)
- * the sequence number; the device reads a chunk in one load. */
-static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb)
+/* Rings job (code, in, out, n, root) for nb blocks and, unless async,
+ * waits for it; an async job is pending until the next job, or a poll,
+ * sees it done (the doorbell holds one job). The doorbell's three chunks
+ * are each written payload first, then (release) the sequence number; the
+ * device reads a chunk in one load. */
+static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb, int async)
 {
 	volatile bell_t *b = f->bell;
+	if (f->pending && !wait_done(f, f->pending))
+		return 0;
+	f->pending = 0;
 	const uint32_t s = f->seq = cmx_fused_next_seq(f->seq);
 	b->code = code, b->in = (uintptr_t)in;
 	__atomic_store_n(&b->seq_a, s, __ATOMIC_RELEASE);
@@ -360,13 +366,40 @@ static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, u
 	__atomic_store_n(&b->seq_c, s, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch)
 		f->running = 0;
-	return (f->running || start(f)) && wait_done(f, s);
+	if (!f->running && !start(f))
+		return 0;
+	if (async) {
+		f->pending = s;
+		return 1;
+	}
+	return wait_done(f, s);
+}
+
+/* A nonblocking call's job s: 1 done, 0 not yet, -1 failed (the kernel
+ * faulted, or a peer never came: its watchdog set err). A job that is no
+ * longer pending was seen done by a later job. Relaunches the kernel if it
+ * stopped before taking the job, as wait_done does. */
+static int poll_job(void *arg, uint64_t v)
+{
+	struct cmx_fused *f = arg;
+	const uint32_t s = (uint32_t)v;
+	volatile bell_t *b = f->bell;
+	if (f->pending != s)
+		return 1;
+	if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s) {
+		f->pending = 0;
+		return b->err ? -1 : 1;
+	}
+	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) != s &&
+	    !start(f))
+		return -1;
+	return cmx_cuda_query(f->stream) < 0 ? -1 : 0;
 }
 
 static void stop(struct cmx_fused *f)
 {
 	if (f->running && __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) != f->launch)
-		ring(f, JOB_EXIT, NULL, NULL, 0, 0, GRID); /* every block stops */
+		ring(f, JOB_EXIT, NULL, NULL, 0, 0, GRID, 0); /* every block stops */
 	cmx_cuda_sync(f->stream);
 	f->running = 0;
 }
@@ -439,6 +472,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, out);
 	if (c->fused_state != 1)
 		return 0;
+	/* A nonblocking call rings its job and returns; its request polls the
+	 * doorbell. Under MPI_THREAD_MULTIPLE it would first wait at the gate
+	 * for every rank, which a nonblocking call must not do: NCCL's path
+	 * takes it then (every rank has the same thread level). */
+	const int async = a->form == CMX_FORM_NONBLOCKING;
+	if (async && c->gate)
+		return 0;
 	struct cmx_fused *f = c->fused;
 	/* From here the peers run the call too, so a failure is an error,
 	 * never a quiet fallback. The job is rung after the program's work on
@@ -449,7 +489,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	cmx_gate_arrive(c->gate);
 	const int ready = cmx_cuda_ctx_for(out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
 	const int go = cmx_gate_wait(c->gate, a, ready);
-	if (!go || !ring(f, code, in, out, count, (uint32_t)root, nb)) {
+	if (!go || !ring(f, code, in, out, count, (uint32_t)root, nb, async)) {
 		if (!ready || go) /* else the gate said why */
 			fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me,
 				n, cmx_cuda_last_error());
@@ -467,6 +507,6 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}
-	*rc = 0;
+	*rc = async ? cmx_req_device(a, poll_job, f, f->seq, NULL) : 0;
 	return 1;
 }

@@ -376,6 +376,8 @@ done:
 	return r;
 }
 
+static int event_poll(void *event, uint64_t v) { return (void)v, cmx_cuda_event_done(event); }
+
 int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
 	if (c->inter || c->nccl_state < 0)
@@ -407,7 +409,7 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (r == 0 && async) {
 		/* the request completes once the stream passes this event */
 		void *ev = cmx_cuda_event_after(c->stream);
-		if (ev && cmx_req_device(a, ev) == 0) {
+		if (ev && cmx_req_device(a, event_poll, ev, 0, cmx_cuda_event_free) == 0) {
 			*rc = 0;
 			return 1;
 		}

@@ -39,7 +39,13 @@ struct cmx_req {
 	const char *from;
 	size_t len;
 	int trim;
-	void *event; /* REQ_DEVICE: done when this event is */
+	/* REQ_DEVICE: done when poll(arg, v) says so (1 done, 0 not yet, -1
+	 * failed); drop(arg) once it is */
+	int (*poll)(void *, uint64_t);
+	void *arg;
+	uint64_t v;
+	void (*drop)(void *);
+	int failed;
 	void *keep[5]; /* memory the call uses until it completes (host copies, narrowed arrays), freed */
 	/* REQ_PERSIST */
 	cmx_args args; /* the nonblocking call each start makes */
@@ -103,7 +109,8 @@ static void release(cmx_req *e)
 		return;
 	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
 		free(e->keep[i]);
-	cmx_cuda_event_free(e->event);
+	if (e->drop)
+		e->drop(e->arg);
 	free(e);
 	__atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
 }
@@ -152,7 +159,7 @@ static int greq_query(void *extra, void *status)
 static int greq_free(void *extra) { return (void)extra, 0; }
 static int greq_cancel(void *extra, int complete) { return (void)extra, (void)complete, 0; }
 
-int cmx_req_device(const cmx_args *a, void *event)
+int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *))
 {
 	cmx_req *e = new_req(a->fn);
 	if (!e)
@@ -163,7 +170,7 @@ int cmx_req_device(const cmx_args *a, void *event)
 		return rc;
 	}
 	e->kind = REQ_DEVICE;
-	e->event = event;
+	e->poll = poll, e->arg = arg, e->v = v, e->drop = drop;
 	add(e, cmx_req_get(a->req));
 	return 0;
 }
@@ -173,9 +180,13 @@ static void poll_device(cmx_req *e)
 {
 	if (!e || e->kind != REQ_DEVICE || e->completed)
 		return;
-	int d = cmx_cuda_event_done(e->event);
-	if (d < 0)
-		cmx_log(0, "%s: the device work of a nonblocking call failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
+	int d = e->poll(e->arg, e->v);
+	if (d < 0) {
+		e->failed = 1;
+		fprintf(stderr, "collmux: %s: the device work of this nonblocking call failed (CUDA error %d, or a peer never joined "
+				"within COLLMUX_TIMEOUT); its request completes with an error\n",
+			cmx_fn_names[e->fn], cmx_cuda_last_error());
+	}
 	if (d != 0) {
 		e->completed = 1;
 		cmx_px.Grequest_complete(e->h);
@@ -189,6 +200,8 @@ static int finish(cmx_req *e, const void *status)
 	if (!e || e->finished)
 		return 0;
 	e->finished = 1;
+	if (e->failed)
+		return cmx_abi.err_other;
 	size_t n = e->len;
 	int cancelled = 0;
 	if (!e->dev || !n)

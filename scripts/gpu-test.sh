@@ -137,6 +137,10 @@ run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.p
 grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"
 [ "$(calls $B/py.json nccl)" -gt 0 ]; result $? "mpi4py device calls went to NCCL"
 grep -q "0 failures" $B/py || tail -30 $B/py
+run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/pynb.json python3 tests/py/mpi4py_cupy_nb.py > $B/pynb 2>&1
+grep -q "0 failures" $B/pynb; result $? "mpi4py + CuPy/PyTorch: nonblocking, persistent and point-to-point calls on device arrays, MPIX_Query_cuda_support: $(grep mpi4py_cupy_nb $B/pynb)"
+grep -q "0 failures" $B/pynb || tail -30 $B/pynb
+[ "$(calls $B/pynb.json staged)" -gt 0 ]; result $? "mpi4py point-to-point device calls went through collmux (staged)"
 
 echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
@@ -146,6 +150,11 @@ if [ "${BENCH:-1}" = 1 ]; then
   # one run: NCCL directly, the default policy, staged, fused and NCCL (through collmux) alone
   timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
     fused="*:cuda:*:fused@$((8 << 20))" ncclpath="*:cuda:*:nccl@$((1 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
+  if [ "$NGPU" -ge 2 ]; then
+    $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
+      timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
+    cat "$OUT/nb-bench.csv"
+  fi
   build/collmux routes > $B/routes.txt
   python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" $B/routes.txt > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
