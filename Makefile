@@ -27,8 +27,11 @@ demo: build
 bench: build
 	./bench/host_latency.sh
 
+# PREFIX (make install PREFIX=/opt/collmux/0.1.0) overrides the prefix the
+# build was configured with (CMAKE_INSTALL_PREFIX, default /usr/local);
+# DESTDIR, for packagers, is honoured by cmake --install itself.
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
 	rm -rf $(BUILD)

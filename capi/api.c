@@ -4,9 +4,21 @@
 #include "_cgo_export.h"
 #include "cmx.h"
 
-#define COLLMUX_VERSION "0.1.0"
+/* COLLMUX_VERSION comes from the file VERSION through CMakeLists.txt, as a
+ * bare token (0.1.0) that is stringified here; a plain `go build` has none. */
+#ifndef COLLMUX_VERSION
+#define COLLMUX_VERSION devel
+#endif
+#define CMX_STR_(x) #x
+#define CMX_STR(x) CMX_STR_(x)
 
-CMX_EXPORT const char *collmux_version(void) { return COLLMUX_VERSION; }
+/* A what(1) ident: `collmux version` reads the library's version from the
+ * file by this marker instead of loading it (a second Go runtime in the
+ * tool's process would not work). The marker is cmd/collmux's libMarker. */
+#define CMX_IDENT_MARKER "@(#)collmux "
+static const char cmx_ident[] = CMX_IDENT_MARKER CMX_STR(COLLMUX_VERSION);
+
+CMX_EXPORT const char *collmux_version(void) { return cmx_ident + sizeof CMX_IDENT_MARKER - 1; }
 
 CMX_EXPORT const char *collmux_mpi_abi(void)
 {

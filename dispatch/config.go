@@ -34,7 +34,7 @@ const (
 )
 
 // Config is collmux's configuration, read once per process from the
-// environment. Every field has a COLLMUX_* variable; README lists them.
+// environment. Every field has a COLLMUX_* variable; Vars lists them.
 type Config struct {
 	Stats     StatsMode
 	StatsPath string // "" means stderr (text only)
@@ -164,22 +164,22 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("COLLMUX_STATS=%q: want 1/0 (or true/false, yes/no, on/off), stderr or -, or a file: a path containing '/' or ending in .json (JSON) or .txt (text)", v)
 	}
-	log, err := choiceVar(getenv, "COLLMUX_LOG", "warn", "info", "decisions", "debug")
+	log, err := choiceVar(getenv, "COLLMUX_LOG")
 	if err != nil {
 		return c, err
 	}
 	c.Log = LogLevel(log)
 	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
 	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
-	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", 300, 1, 1<<30, "a positive number of seconds"); err != nil {
+	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", DefaultTimeout, 1, 1<<30, "a positive number of seconds"); err != nil {
 		return c, err
 	}
-	order, err := choiceVar(getenv, "COLLMUX_STREAM_ORDER", "default", "none")
+	order, err := choiceVar(getenv, "COLLMUX_STREAM_ORDER")
 	if err != nil {
 		return c, err
 	}
 	c.Unordered = order == 1
-	algo, err := choiceVar(getenv, "COLLMUX_FUSED_ALGO", "auto", "oneshot", "twoshot")
+	algo, err := choiceVar(getenv, "COLLMUX_FUSED_ALGO")
 	if err != nil {
 		return c, err
 	}
@@ -221,9 +221,11 @@ func intVar(getenv func(string) string, name string, def, lo, hi int, want strin
 	return n, nil
 }
 
-// choiceVar reads variable name as the index of its value among values;
-// unset is the first.
-func choiceVar(getenv func(string) string, name string, values ...string) (int, error) {
+// choiceVar reads variable name as the index of its value among its
+// Values in Vars (whose order the LogLevel, FusedAlgo and stream order
+// constants follow); unset is the first.
+func choiceVar(getenv func(string) string, name string) (int, error) {
+	values := LookupVar(name).Values
 	v := strings.TrimSpace(getenv(name))
 	if v == "" {
 		return 0, nil

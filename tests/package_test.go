@@ -10,8 +10,9 @@ import (
 	"collmux/fused"
 )
 
-// `cmake --install` lays out the library, header, CMake package and
-// pkg-config file, and a C program can build against each and run.
+// `cmake --install` lays out the library (named by its version, with the
+// SONAME link and the plain one), header, CMake package and pkg-config
+// file, and a C program can build against each and run.
 func TestInstalledPackage(t *testing.T) {
 	build := filepath.Join(repoRoot(), "build")
 	if _, err := os.Stat(filepath.Join(build, "CMakeCache.txt")); err != nil {
@@ -21,9 +22,16 @@ func TestInstalledPackage(t *testing.T) {
 	if out, err := exec.Command("cmake", "--install", build, "--prefix", prefix).CombinedOutput(); err != nil {
 		t.Fatalf("cmake --install: %v\n%s", err, out)
 	}
-	for _, f := range []string{"lib/libcollmux.so", "include/collmux.h", "lib/cmake/collmux/collmuxConfig.cmake", "lib/pkgconfig/collmux.pc", "bin/collmux"} {
+	v := projectVersion(t)
+	for _, f := range []string{"lib/libcollmux.so." + v, "include/collmux.h", "lib/cmake/collmux/collmuxConfig.cmake", "lib/pkgconfig/collmux.pc", "bin/collmux"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
 			t.Errorf("not installed: %s", f)
+		}
+	}
+	major, _, _ := strings.Cut(v, ".")
+	for link, to := range map[string]string{"libcollmux.so": "libcollmux.so." + major, "libcollmux.so." + major: "libcollmux.so." + v} {
+		if got, err := os.Readlink(filepath.Join(prefix, "lib", link)); err != nil || got != to {
+			t.Errorf("lib/%s: links to %q (%v), want %q", link, got, err, to)
 		}
 	}
 	src := filepath.Join(t.TempDir(), "use.c")
@@ -45,7 +53,7 @@ int main(void) { printf("collmux %s abi %s states %d\n", collmux_version(), coll
 		t.Fatalf("cc %v: %v\n%s", args, err, out)
 	}
 	out, err := exec.Command(bin).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "collmux 0.1.0 abi unknown states 0") {
+	if err != nil || !strings.Contains(string(out), "collmux "+v+" abi unknown states 0") {
 		t.Fatalf("program built with pkg-config: %v\n%s", err, out)
 	}
 
@@ -65,7 +73,7 @@ target_link_libraries(use collmux::collmux)
 			t.Fatalf("cmake %v: %v\n%s", args, err, out)
 		}
 	}
-	if out, err := exec.Command(filepath.Join(bdir, "use")).CombinedOutput(); err != nil || !strings.Contains(string(out), "collmux 0.1.0") {
+	if out, err := exec.Command(filepath.Join(bdir, "use")).CombinedOutput(); err != nil || !strings.Contains(string(out), "collmux "+v) {
 		t.Fatalf("program built with find_package: %v\n%s", err, out)
 	}
 }

@@ -1,7 +1,8 @@
 // Command collmux is collmux's tool: it shows the machine as collmux sees
 // it (topo), the routing table in force (routes), measures the machine to
-// write a tuning table (tune), and checks a table against every backend
-// alone (check).
+// write a tuning table (tune), checks a table against every backend
+// alone (check), and shows the versions (version, --version) and every
+// setting with its source (info).
 package main
 
 import (
@@ -33,7 +34,18 @@ func root() *cobra.Command {
 		Short:         "collmux routes MPI collectives to MPI, NCCL or its own GPU kernels",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		// Not cobra's own --version, which prints one template: this
+		// looks for the library and reads it, as `collmux version` does.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				writeVersion(cmd.OutOrStdout())
+				return nil
+			}
+			return cmd.Help()
+		},
 	}
-	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd())
+	c.Flags().Bool("version", false, "show the versions, as collmux version does")
+	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd(), versionCmd(), infoCmd())
 	return c
 }

@@ -6,23 +6,32 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
+	"collmux/dispatch"
 	"collmux/tune"
 )
 
 func execute(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := run(args...)
+	if err != nil {
+		t.Fatalf("collmux %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// run is the tool's output (stdout and stderr) and error for args.
+func run(args ...string) (string, error) {
 	c := root()
 	var out bytes.Buffer
 	c.SetOut(&out)
 	c.SetErr(&out)
 	c.SetArgs(args)
-	if err := c.Execute(); err != nil {
-		t.Fatalf("collmux %v: %v\n%s", args, err, out.String())
-	}
-	return out.String()
+	err := c.Execute()
+	return out.String(), err
 }
 
 // tune on the sweeps recorded on 2 x H200 writes a loadable table whose
@@ -140,5 +149,82 @@ func TestRoutes(t *testing.T) {
 	}
 	if out := execute(t, "routes", "--ranks", "8", "--nodes", "2", "--nvlink", "none"); strings.Contains(out, "nvlink=partial") {
 		t.Errorf("a rule for partial NVLink applied without NVLink:\n%s", out)
+	}
+}
+
+// version reads the library's version from its ident without loading it,
+// and says when it finds none; --version prints the same.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	lib := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	other, same, none := lib("other.so", "\x7fELF\x00"+libMarker+"9.8.7\x00rest"), lib("same.so", "x"+libMarker+version+"\x00"), lib("none.so", "\x7fELF")
+	missing := filepath.Join(dir, "missing.so")
+	cases := []struct{ lib, want string }{
+		{other, "library  9.8.7 (" + other + "; not the tool's version)\n"},
+		{same, "library  " + version + " (" + same + ")\n"},
+		{none, "library  unknown: " + none + " has no collmux version string"},
+		{missing, "library  not found (looked for " + missing + "; set COLLMUX_LIB)\n"},
+	}
+	for _, tc := range cases {
+		t.Setenv("COLLMUX_LIB", tc.lib)
+		out := execute(t, "version")
+		for _, want := range []string{"collmux  " + version + "\n", tc.want, "go       " + runtime.Version() + " "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("COLLMUX_LIB=%s: version lacks %q:\n%s", tc.lib, want, out)
+			}
+		}
+		if flag := execute(t, "--version"); flag != out {
+			t.Errorf("--version printed\n%s\nversion printed\n%s", flag, out)
+		}
+	}
+}
+
+// info lists every variable with its value and source, the rules with
+// theirs, and warns about unknown variables and refused tables; a value the
+// library would refuse is an error after the listing.
+func TestInfo(t *testing.T) {
+	table := filepath.Join("..", "..", "tune", "testdata", "h200x2-resident", "tuning.json") // measured on another machine
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    []string // regular expressions
+		wantErr string
+	}{
+		{name: "set and unknown", env: map[string]string{"COLLMUX_LOG": "decisions", "COLLMUX_RULES": "scan:cuda:*:nccl", "COLLMUX_LOGG": "1", "COLLMUX_LIB": "/x/lib.so"},
+			want: []string{`(?m)^COLLMUX_LOG\s+decisions\s+environment\s+what collmux`, `(?m)^COLLMUX_TIMEOUT\s+300\s+default\s`,
+				`(?m)^COLLMUX_NVRTC_LIB\s+-\s+default\s`, `(?m)^COLLMUX_LIB\s+/x/lib.so\s+environment, not read by the library\s`,
+				`(?m)^COLLMUX_RULES\s+scan:cuda:\*:nccl\s+environment\s`, `Tuning table: none: COLLMUX_TUNING is unset`,
+				`8 built-in, 0 from the tuning table, 1 from COLLMUX_RULES\n`, `(?m)^  \*:host:\*:mpi\s+default$`, `(?m)^  scan:cuda:\*:nccl\s+COLLMUX_RULES$`,
+				`Warnings:\n  COLLMUX_LOGG is not a collmux variable; did you mean COLLMUX_LOG\?\n`}},
+		{name: "empty", env: map[string]string{"COLLMUX_TIMEOUT": ""}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+300\s+default\s`}}, // empty reads as unset
+		{name: "foreign table", env: map[string]string{"COLLMUX_TUNING": table},
+			want: []string{`Tuning table: none: COLLMUX_TUNING's table is not used`, `  tuning table .* was measured on another machine`}},
+		{name: "refused value", env: map[string]string{"COLLMUX_TIMEOUT": "0"}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+0\s+environment\s`}, wantErr: "COLLMUX_TIMEOUT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no installed tuning table
+			for _, v := range dispatch.Vars {
+				t.Setenv(v.Name, "")
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, err := run("info")
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("%v: error %v, want %q", tc.env, err, tc.wantErr)
+			}
+			for _, want := range tc.want {
+				if !regexp.MustCompile(want).MatchString(out) {
+					t.Errorf("%v: info lacks %q:\n%s", tc.env, want, out)
+				}
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"text/tabwriter"
@@ -25,12 +24,12 @@ func routesCmd() *cobra.Command {
 		Long: "routes compiles the rules collmux would use in a process started with this environment " +
 			"(built-in defaults, the tuning table, COLLMUX_RULES) and prints them with the rule behind each range.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := dispatch.LoadConfig(os.Getenv)
+			cfg, warns, err := loadConfig()
 			if err != nil {
 				return err
 			}
-			for _, w := range cfg.Warnings {
-				fmt.Fprintln(os.Stderr, "warning:", w)
+			for _, w := range warns {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			if shape.RanksPerNode == 0 {
 				shape.RanksPerNode = (shape.Ranks + shape.Nodes - 1) / shape.Nodes
