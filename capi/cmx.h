@@ -49,6 +49,7 @@ typedef struct cmx_args {
 	cmx_count scount, rcount;
 	const void *scounts, *sdispls, *rcounts, *rdispls; /* int* or MPI_Count* / MPI_Aint* when large */
 	cmx_h stype, rtype, op, comm, info;
+	const void *stypes, *rtypes; /* MPI_Datatype[] of the *w collectives: read with cmx_type_at */
 	int root, dest, source, stag, rtag; /* point-to-point envelope */
 	void *status;                        /* MPI_Status * */
 	void *req;                           /* MPI_Request *: written through cmx_req_put */
@@ -76,6 +77,7 @@ typedef struct {
 	uint32_t request_null;
 	int64_t status_ignore;
 	int32_t status_size;
+	int32_t cart, graph, dist_graph;
 } cmx_abi_consts;
 extern const cmx_abi_consts cmx_consts_mpich, cmx_consts_mpi_abi, cmx_consts_openmpi;
 
@@ -90,6 +92,7 @@ typedef struct {
 	cmx_h request_null;
 	const void *status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
 	int status_size;           /* sizeof(MPI_Status) */
+	int cart, graph, dist_graph; /* MPI_Topo_test's answers */
 	const char *lib;           /* path of the MPI library */
 } cmx_abi_t;
 extern cmx_abi_t cmx_abi;
@@ -100,7 +103,7 @@ static inline cmx_h cmx_norm(cmx_h h) { return cmx_abi.int_handles ? (cmx_h)(uin
 extern void *cmx_pmpi[CMX_NFN];
 extern const char *const cmx_fn_names[CMX_NFN];
 extern const short cmx_fn_nb[CMX_NFN];              /* persistent fn -> the nonblocking fn it starts */
-extern const unsigned char cmx_coll_p2p[CMX_NCOLL]; /* point-to-point families */
+extern const unsigned char cmx_coll_class[CMX_NCOLL]; /* CMX_CLASS_* of each family */
 
 /* MPI_Request and MPI_Message are ints in the MPICH ABI and pointers in the
  * others: read and write them through these, never as cmx_h. */
@@ -114,6 +117,11 @@ static inline void cmx_req_put(void *p, cmx_h h)
 		*(int *)p = (int)h;
 	else
 		*(cmx_h *)p = h;
+}
+/* the i-th datatype of an MPI_Datatype array (ints in the MPICH ABI) */
+static inline cmx_h cmx_type_at(const void *arr, int i)
+{
+	return cmx_abi.int_handles ? (cmx_h)(uint32_t)((const int *)arr)[i] : ((const cmx_h *)arr)[i];
 }
 /* the i-th request of an array of them */
 static inline void *cmx_req_at(void *arr, int i) { return (char *)arr + (size_t)i * (cmx_abi.int_handles ? sizeof(int) : sizeof(cmx_h)); }
@@ -164,6 +172,11 @@ typedef struct {
 	int (*Status_set_cancelled)(void *, int);
 	int (*Test_cancelled)(const void *, int *);
 	int (*Get_count)(const void *, cmx_h, int *);
+	/* neighborhood collectives: how many neighbours */
+	int (*Topo_test)(cmx_h, int *);
+	int (*Cartdim_get)(cmx_h, int *);
+	int (*Graph_neighbors_count)(cmx_h, int, int *);
+	int (*Dist_graph_neighbors_count)(cmx_h, int *, int *, int *);
 	/* Fortran handles (MPI_Fint, an int) to C ones, for the Fortran entry points */
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
@@ -373,6 +386,13 @@ int64_t cmx_type_size(cmx_h dtype, int ask);
 /* Element size of a plain predefined datatype, the only kind the device
  * backends move as bytes; 0 for derived and value/index pair types. */
 int cmx_move_size(cmx_h dtype);
+/* How many blocks the send (*nout) and receive (*nin) arrays of a call
+ * hold: the communicator's size, the remote group's on an
+ * intercommunicator, the out- and in-degree of the topology for the
+ * neighborhood collectives. Returns 0, MPI's error code (a bad
+ * communicator; its error handler was called), or -1 for a neighborhood
+ * call on a communicator without a topology. */
+int cmx_peers(const cmx_args *a, int *nin, int *nout);
 /* Collective over c: 1 when ok is set on every rank. Backends agree with
  * it before and after any set-up step that could fail on one rank only. */
 int cmx_comm_agree(const cmx_comm *c, int ok);

@@ -140,6 +140,55 @@ int cmx_comm_agree(const cmx_comm *c, int ok)
 	return cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle) == 0 && all;
 }
 
+int cmx_peers(const cmx_args *a, int *nin, int *nout)
+{
+	int n = 0, inter = 0, topo = 0, me = 0, weighted = 0, rc;
+	*nin = *nout = 0;
+	switch (a->coll) {
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
+			return rc;
+		if (topo == cmx_abi.cart) {
+			rc = cmx_px.Cartdim_get(a->comm, &n);
+			*nin = *nout = 2 * n;
+		} else if (topo == cmx_abi.graph) {
+			if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
+				rc = cmx_px.Graph_neighbors_count(a->comm, me, &n);
+			*nin = *nout = n;
+		} else if (topo == cmx_abi.dist_graph) {
+			rc = cmx_px.Dist_graph_neighbors_count(a->comm, nin, nout, &weighted);
+		} else {
+			rc = -1; /* no topology: erroneous, MPI says so on the call itself */
+		}
+		return rc;
+	}
+	if ((rc = cmx_px.Comm_test_inter(a->comm, &inter)) == 0)
+		rc = (inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
+	*nin = *nout = n;
+	return rc;
+}
+
+/* What a vector collective (alltoallw, the neighborhood ones) receives,
+ * in bytes; -1 when unknown. */
+static int64_t vector_bytes(const cmx_args *a, int ask)
+{
+	int nin, nout;
+	if (cmx_peers(a, &nin, &nout) != 0)
+		return -1;
+	int64_t sum = 0;
+	for (int j = 0; j < nin; j++) {
+		int64_t size = cmx_type_size(a->rtypes ? cmx_type_at(a->rtypes, j) : a->rtype, ask);
+		if (size < 0)
+			return -1;
+		sum += (a->rcounts ? cmx_at(a->rcounts, j, a->large) : a->rcount) * size;
+	}
+	return sum;
+}
+
 /* Message size of a call as nccl-tests counts it: the full buffer of
  * allgather/alltoall/reduce_scatter and of the root of gather/scatter.
  * Returns -1 when a derived datatype's size is not known yet. */
@@ -147,7 +196,7 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 {
 	if (a->coll == CMX_COLL_BARRIER)
 		return 0;
-	if (cmx_coll_p2p[a->coll]) { /* what this rank sends, or else receives */
+	if (cmx_coll_class[a->coll] != CMX_CLASS_COLLECTIVE) { /* what this rank sends, or else receives */
 		int64_t size = cmx_type_size(a->sbuf ? a->stype : a->rtype, ask);
 		return size < 0 ? -1 : (a->sbuf ? a->scount : a->rcount) * size;
 	}
@@ -176,6 +225,13 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 		return root ? cmx_count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
 	case CMX_COLL_ALLTOALLV:
 		return cmx_count_sum(a->rcounts, n, a->large) * rs;
+	case CMX_COLL_ALLTOALLW:
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		return vector_bytes(a, ask);
 	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
 		return a->rcount * rs;
 	}
@@ -222,8 +278,18 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
  * collectives whose sizes differ between ranks are routed as the largest. */
 static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
 {
-	if (a->coll == CMX_COLL_ALLTOALLV || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV)
+	switch (a->coll) {
+	case CMX_COLL_ALLTOALLV:
+	case CMX_COLL_ALLTOALLW:
+	case CMX_COLL_GATHERV:
+	case CMX_COLL_SCATTERV:
+	case CMX_COLL_NEIGHBOR_ALLGATHER: /* degrees differ between ranks */
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
 		return UINT64_MAX;
+	}
 	int64_t b = call_bytes(a, c, 0);
 	return b < 0 ? UINT64_MAX : (uint64_t)b;
 }
@@ -342,10 +408,10 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	return run(c, a, *backend, used);
 }
 
-/* Point-to-point: the MPI matches every message; device buffers travel
- * as host copies (staged). Nothing here may communicate: the peer is not
- * in a collective call. */
-static int p2p(cmx_args *a, int *used)
+/* Point-to-point and local calls: the MPI matches every message; device
+ * buffers travel as host copies (staged). Nothing here may communicate:
+ * no peer is in a collective call. */
+static int solo(cmx_args *a, int *used)
 {
 	a->mem = call_mem(a, NULL);
 	int rc = 0;
@@ -370,8 +436,9 @@ int cmx_dispatch(cmx_args *a)
 	int backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
 	uint64_t bytes = 0, t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
 	cmx_comm *c = NULL;
-	int rc = cmx_coll_p2p[a->coll] ? p2p(a, &used) : collective(a, &c, &backend, &used, &rule, &bytes);
-	if (cmx_coll_p2p[a->coll])
+	const int coll = cmx_coll_class[a->coll] == CMX_CLASS_COLLECTIVE;
+	int rc = coll ? collective(a, &c, &backend, &used, &rule, &bytes) : solo(a, &used);
+	if (!coll)
 		backend = used;
 	/* a persistent call is counted at each start, in its nonblocking form */
 	if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
@@ -414,14 +481,30 @@ static int forward_narrowed(const cmx_args *a)
 	cmx_args b = *a;
 	b.fn = a->fn - 1;
 	b.large = 0;
-	int n = 0, inter = 0, ok = a->scount <= INT_MAX && a->rcount <= INT_MAX;
-	if (a->scounts || a->rcounts) {
-		cmx_px.Comm_test_inter(a->comm, &inter);
-		(inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
+	int nin = 0, nout = 0, me = 0, inter = 0, ok = a->scount <= INT_MAX && a->rcount <= INT_MAX, r;
+	/* the communicator is checked before the counts, as MPI checks it: a
+	 * bad one fails in these calls (its error handler called once), and
+	 * a neighborhood call without a topology goes to MPI for its error */
+	if (a->scounts || a->rcounts || !ok) {
+		if ((r = cmx_peers(a, &nin, &nout)) > 0 || (r == 0 && (r = cmx_px.Comm_rank(a->comm, &me)) != 0) ||
+		    (r == 0 && (r = cmx_px.Comm_test_inter(a->comm, &inter)) != 0))
+			return r;
+		if (r < 0) {
+			b.scounts = b.sdispls = b.rcounts = b.rdispls = NULL;
+			return cmx_forward_fn(&b);
+		}
 	}
-	int *sc = narrow(a->scounts, n, &ok), *sd = narrow(a->sdispls, n, &ok);
-	int *rc = narrow(a->rcounts, n, &ok), *rd = narrow(a->rdispls, n, &ok);
-	b.scounts = sc, b.sdispls = sd, b.rcounts = rc, b.rdispls = rd;
+	/* only the arrays significant on this rank are read: a non-root's
+	 * counts of Gatherv or Scatterv may be anything */
+	const int root = inter ? a->root == cmx_abi.root : me == a->root;
+	const int rsig = a->coll != CMX_COLL_GATHERV || root, ssig = a->coll != CMX_COLL_SCATTERV || root;
+	const int aint = a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW; /* its displacements are MPI_Aint in both widths */
+	int *sc = ssig ? narrow(a->scounts, nout, &ok) : NULL, *sd = ssig && !aint ? narrow(a->sdispls, nout, &ok) : NULL;
+	int *rc = rsig ? narrow(a->rcounts, nin, &ok) : NULL, *rd = rsig && !aint ? narrow(a->rdispls, nin, &ok) : NULL;
+	if (ssig)
+		b.scounts = sc, b.sdispls = aint ? a->sdispls : sd;
+	if (rsig)
+		b.rcounts = rc, b.rdispls = aint ? a->rdispls : rd;
 	int ret = ok ? cmx_forward(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
 	if (ret == 0 && a->form == CMX_FORM_NONBLOCKING && (sc || sd || rc || rd)) {
 		/* the MPI reads the arrays until the call completes */

@@ -193,6 +193,7 @@ static void detect_abi(void)
 	cmx_abi.err_other = k->err_other;
 	cmx_abi.status_ignore = (const void *)(intptr_t)k->status_ignore;
 	cmx_abi.status_size = k->status_size;
+	cmx_abi.cart = k->cart, cmx_abi.graph = k->graph, cmx_abi.dist_graph = k->dist_graph;
 	if (cmx_abi.abi == CMX_ABI_OPENMPI) {
 		cmx_abi.comm_world = ompi_object("ompi_mpi_comm_world");
 		cmx_abi.comm_self = ompi_object("ompi_mpi_comm_self");
@@ -276,6 +277,10 @@ static void resolve_pmpi(void)
 	RESOLVE(Status_set_cancelled);
 	RESOLVE(Test_cancelled);
 	RESOLVE(Get_count);
+	RESOLVE(Topo_test);
+	RESOLVE(Cartdim_get);
+	RESOLVE(Graph_neighbors_count);
+	RESOLVE(Dist_graph_neighbors_count);
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);

@@ -95,7 +95,9 @@ static cmx_req *new_req(int fn)
 
 void cmx_req_keep(cmx_req *e, void *p)
 {
-	for (int i = 0; p && i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
+	if (!p)
+		return;
+	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
 		if (!e->keep[i]) {
 			e->keep[i] = p;
 			return;

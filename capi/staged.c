@@ -11,9 +11,10 @@
 
 #include "cmx.h"
 
-/* byte range [lo, hi) that `count` elements of dtype starting at element
- * displacement disp occupy relative to the buffer */
-static int block(cmx_h dtype, int64_t disp, int64_t count, int64_t *lo, int64_t *hi)
+/* Adds to [lo, hi) the bytes that `count` elements of dtype occupy,
+ * starting at disp elements (or disp bytes, when bytes is set: the *w
+ * collectives) from the buffer. */
+static int block(cmx_h dtype, int64_t disp, int bytes, int64_t count, int64_t *lo, int64_t *hi)
 {
 	if (count <= 0)
 		return 1;
@@ -24,7 +25,7 @@ static int block(cmx_h dtype, int64_t disp, int64_t count, int64_t *lo, int64_t 
 	} else if (cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 || cmx_px.Type_get_true_extent(dtype, &tlb, &text) != 0) {
 		return 0;
 	}
-	int64_t l = disp * ext + tlb, h = l + (count - 1) * ext + text;
+	int64_t l = (bytes ? disp : disp * ext) + tlb, h = l + (count - 1) * ext + text;
 	if (*lo > *hi || l < *lo)
 		*lo = l;
 	if (h > *hi)
@@ -32,49 +33,77 @@ static int block(cmx_h dtype, int64_t disp, int64_t count, int64_t *lo, int64_t 
 	return 1;
 }
 
-/* The region of the send (which=0) or receive (which=1) buffer this rank's
- * call reads or writes. Empty (lo > hi) when the buffer is not significant. */
-static int region(const cmx_args *a, const cmx_comm *c, int which, int64_t *lo, int64_t *hi)
+/* Adds the n blocks of a vector argument (counts, displacements and, for
+ * the *w collectives, one datatype each). */
+static int blocks(const cmx_args *a, int which, int n, int64_t *lo, int64_t *hi)
 {
-	const int n = c ? c->size : 1, me = c ? c->rank : 0, L = a->large, root = me == a->root;
-	const int ip = a->sbuf == cmx_abi.in_place;
+	const void *cnts = which ? a->rcounts : a->scounts, *dsps = which ? a->rdispls : a->sdispls;
+	const void *types = which ? a->rtypes : a->stypes;
+	const int w = types != NULL, aint = a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW;
+	for (int j = 0; j < n; j++)
+		if (!block(w ? cmx_type_at(types, j) : which ? a->rtype : a->stype, cmx_at(dsps, j, aint), w, cmx_at(cnts, j, a->large), lo, hi))
+			return 0;
+	return 1;
+}
+
+/* The region of the send (which=0) or receive (which=1) buffer this rank's
+ * call reads or writes. Empty (lo > hi) when the buffer is not significant.
+ * nin and nout: how many blocks the receive and send arguments hold
+ * (cmx_peers). On an intercommunicator, root is the process that passes
+ * MPI_ROOT; the other group's processes are leaves. */
+static int region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi)
+{
+	const int me = c ? c->rank : 0, L = a->large;
+	const int root = c && c->inter ? a->root == cmx_abi.root : me == a->root;
+	const int ip = a->sbuf == cmx_abi.in_place, n = which ? nin : nout;
 	cmx_h t = which ? a->rtype : a->stype;
 	*lo = 1, *hi = 0;
 	if ((which ? a->rbuf : a->sbuf) == cmx_abi.in_place || (!which && ip))
 		return 1;
+	if (c && c->inter && a->root == cmx_abi.proc_null)
+		return 1; /* a rooted call's bystander in the root's group */
 	int64_t cnt = which ? a->rcount : a->scount;
-	const void *cnts = which ? a->rcounts : a->scounts, *dsps = which ? a->rdispls : a->sdispls;
 	switch (a->coll) {
 	case CMX_COLL_REDUCE:
-		return (which && !root) ? 1 : block(t, 0, cnt, lo, hi);
+		return (which && !root) || (!which && c && c->inter && root) ? 1 : block(t, 0, 0, cnt, lo, hi);
 	case CMX_COLL_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+		return block(t, 0, 0, which ? n * cnt : cnt, lo, hi);
 	case CMX_COLL_ALLTOALL:
-		return block(t, 0, which ? n * cnt : (a->coll == CMX_COLL_ALLTOALL ? n * cnt : cnt), lo, hi);
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+		return block(t, 0, 0, n * cnt, lo, hi);
 	case CMX_COLL_GATHER:
-		return which ? (root ? block(t, 0, n * cnt, lo, hi) : 1) : block(t, 0, cnt, lo, hi);
+		if (which)
+			return root ? block(t, 0, 0, n * cnt, lo, hi) : 1;
+		return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
 	case CMX_COLL_SCATTER:
-		return which ? block(t, 0, cnt, lo, hi) : (root ? block(t, 0, n * cnt, lo, hi) : 1);
-	case CMX_COLL_ALLGATHERV:
+		if (!which)
+			return root ? block(t, 0, 0, n * cnt, lo, hi) : 1;
+		return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
 	case CMX_COLL_GATHERV:
+		if (!which)
+			return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
+		return root ? blocks(a, which, n, lo, hi) : 1;
 	case CMX_COLL_SCATTERV:
-	case CMX_COLL_ALLTOALLV: {
-		int vec = which ? a->coll != CMX_COLL_SCATTERV : (a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV);
-		int sig = vec && (a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV) ? root : 1;
-		if (!vec)
-			return block(t, 0, cnt, lo, hi);
-		for (int j = 0; sig && j < n; j++)
-			if (!block(t, cmx_at(dsps, j, L), cmx_at(cnts, j, L), lo, hi))
-				return 0;
-		return 1;
-	}
+		if (which)
+			return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
+		return root ? blocks(a, which, n, lo, hi) : 1;
+	case CMX_COLL_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+		return which ? blocks(a, which, n, lo, hi) : block(t, 0, 0, cnt, lo, hi);
+	case CMX_COLL_ALLTOALLV:
+	case CMX_COLL_ALLTOALLW:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		return blocks(a, which, n, lo, hi);
 	case CMX_COLL_REDUCE_SCATTER_BLOCK:
-		return block(t, 0, (!which || ip) ? n * a->rcount : a->rcount, lo, hi);
+		return block(t, 0, 0, (!which || ip) ? n * a->rcount : a->rcount, lo, hi);
 	case CMX_COLL_REDUCE_SCATTER:
-		return block(t, 0, (!which || ip) ? cmx_count_sum(a->rcounts, n, L) : cmx_at(a->rcounts, me, L), lo, hi);
+		return block(t, 0, 0, (!which || ip) ? cmx_count_sum(a->rcounts, n, L) : cmx_at(a->rcounts, me, L), lo, hi);
 	case CMX_COLL_BARRIER:
 		return 1;
-	default: /* allreduce, bcast, scan, exscan, point-to-point: one count of one type */
-		return block(t, 0, cnt, lo, hi);
+	default: /* allreduce, bcast, scan, exscan, reduce_local, point-to-point: one count of one type */
+		return block(t, 0, 0, cnt, lo, hi);
 	}
 }
 
@@ -101,23 +130,27 @@ static size_t received(const void *status, size_t len)
 	return len;
 }
 
-/* c is NULL for point-to-point calls. */
+/* c is NULL for point-to-point and local calls. */
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	if (c && c->inter)
+	/* on an intercommunicator the reductions that scatter or scan are
+	 * left to MPI: their buffer sizes there are not what region knows */
+	if (c && c->inter && (a->coll == CMX_COLL_REDUCE_SCATTER || a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK))
 		return 0;
 	const char *buf[2] = {a->sbuf, a->rbuf};
 	int64_t lo[2], hi[2];
-	int dev[2];
+	int dev[2], nin = 1, nout = 1;
 	size_t len[2] = {0, 0};
+	if (c && cmx_peers(a, &nin, &nout) != 0)
+		return 0;
 	for (int w = 0; w < 2; w++) {
-		if (!region(a, c, w, &lo[w], &hi[w]))
+		if (!region(a, c, nin, nout, w, &lo[w], &hi[w]))
 			return 0;
 		dev[w] = lo[w] <= hi[w] && buf[w] != cmx_abi.in_place && cmx_mem_kind(buf[w]) == CMX_MEM_DEVICE;
 		if (dev[w])
 			len[w] = (size_t)(hi[w] - lo[w]);
 	}
-	if (a->coll == CMX_COLL_BCAST || (cmx_coll_p2p[a->coll] && a->sbuf == a->rbuf))
+	if (a->coll == CMX_COLL_BCAST || (cmx_coll_class[a->coll] == CMX_CLASS_P2P && a->sbuf == a->rbuf))
 		dev[0] = 0, len[0] = 0; /* one buffer (bcast, Sendrecv_replace), staged once as the receive buffer */
 	if (!dev[0] && !dev[1])
 		return 0;
@@ -128,7 +161,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * Any other receive region is copied in first, so that what the call
 	 * leaves untouched (gaps between blocks, holes of a derived type, an
 	 * in-place contribution) goes back unchanged. */
-	const int trim = cmx_coll_p2p[a->coll] && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
+	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
 	char *h = async ? malloc(len[0] + len[1] + 1) : staging(len[0] + len[1] + 1);
 	if (!h)

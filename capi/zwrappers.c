@@ -19,6 +19,13 @@ const char *const cmx_fn_names[CMX_NFN] = {
 	"MPI_Scan", "MPI_Scan_c",
 	"MPI_Exscan", "MPI_Exscan_c",
 	"MPI_Barrier", "MPI_Barrier_c",
+	"MPI_Alltoallw", "MPI_Alltoallw_c",
+	"MPI_Neighbor_allgather", "MPI_Neighbor_allgather_c",
+	"MPI_Neighbor_allgatherv", "MPI_Neighbor_allgatherv_c",
+	"MPI_Neighbor_alltoall", "MPI_Neighbor_alltoall_c",
+	"MPI_Neighbor_alltoallv", "MPI_Neighbor_alltoallv_c",
+	"MPI_Neighbor_alltoallw", "MPI_Neighbor_alltoallw_c",
+	"MPI_Reduce_local", "MPI_Reduce_local_c",
 	"MPI_Iallreduce", "MPI_Iallreduce_c",
 	"MPI_Ireduce", "MPI_Ireduce_c",
 	"MPI_Ibcast", "MPI_Ibcast_c",
@@ -35,6 +42,12 @@ const char *const cmx_fn_names[CMX_NFN] = {
 	"MPI_Iscan", "MPI_Iscan_c",
 	"MPI_Iexscan", "MPI_Iexscan_c",
 	"MPI_Ibarrier", "MPI_Ibarrier_c",
+	"MPI_Ialltoallw", "MPI_Ialltoallw_c",
+	"MPI_Ineighbor_allgather", "MPI_Ineighbor_allgather_c",
+	"MPI_Ineighbor_allgatherv", "MPI_Ineighbor_allgatherv_c",
+	"MPI_Ineighbor_alltoall", "MPI_Ineighbor_alltoall_c",
+	"MPI_Ineighbor_alltoallv", "MPI_Ineighbor_alltoallv_c",
+	"MPI_Ineighbor_alltoallw", "MPI_Ineighbor_alltoallw_c",
 	"MPI_Allreduce_init", "MPI_Allreduce_init_c",
 	"MPI_Reduce_init", "MPI_Reduce_init_c",
 	"MPI_Bcast_init", "MPI_Bcast_init_c",
@@ -51,6 +64,12 @@ const char *const cmx_fn_names[CMX_NFN] = {
 	"MPI_Scan_init", "MPI_Scan_init_c",
 	"MPI_Exscan_init", "MPI_Exscan_init_c",
 	"MPI_Barrier_init", "MPI_Barrier_init_c",
+	"MPI_Alltoallw_init", "MPI_Alltoallw_init_c",
+	"MPI_Neighbor_allgather_init", "MPI_Neighbor_allgather_init_c",
+	"MPI_Neighbor_allgatherv_init", "MPI_Neighbor_allgatherv_init_c",
+	"MPI_Neighbor_alltoall_init", "MPI_Neighbor_alltoall_init_c",
+	"MPI_Neighbor_alltoallv_init", "MPI_Neighbor_alltoallv_init_c",
+	"MPI_Neighbor_alltoallw_init", "MPI_Neighbor_alltoallw_init_c",
 	"MPI_Send", "MPI_Send_c",
 	"MPI_Ssend", "MPI_Ssend_c",
 	"MPI_Bsend", "MPI_Bsend_c",
@@ -106,6 +125,19 @@ const short cmx_fn_nb[CMX_NFN] = {
 	-1, -1,
 	-1, -1,
 	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
+	-1, -1,
 	CMX_FN_IALLREDUCE, CMX_FN_IALLREDUCE_C,
 	CMX_FN_IREDUCE, CMX_FN_IREDUCE_C,
 	CMX_FN_IBCAST, CMX_FN_IBCAST_C,
@@ -122,6 +154,12 @@ const short cmx_fn_nb[CMX_NFN] = {
 	CMX_FN_ISCAN, CMX_FN_ISCAN_C,
 	CMX_FN_IEXSCAN, CMX_FN_IEXSCAN_C,
 	CMX_FN_IBARRIER, CMX_FN_IBARRIER_C,
+	CMX_FN_IALLTOALLW, CMX_FN_IALLTOALLW_C,
+	CMX_FN_INEIGHBOR_ALLGATHER, CMX_FN_INEIGHBOR_ALLGATHER_C,
+	CMX_FN_INEIGHBOR_ALLGATHERV, CMX_FN_INEIGHBOR_ALLGATHERV_C,
+	CMX_FN_INEIGHBOR_ALLTOALL, CMX_FN_INEIGHBOR_ALLTOALL_C,
+	CMX_FN_INEIGHBOR_ALLTOALLV, CMX_FN_INEIGHBOR_ALLTOALLV_C,
+	CMX_FN_INEIGHBOR_ALLTOALLW, CMX_FN_INEIGHBOR_ALLTOALLW_C,
 	-1, -1,
 	-1, -1,
 	-1, -1,
@@ -143,8 +181,7 @@ const short cmx_fn_nb[CMX_NFN] = {
 	-1, -1,
 };
 
-/* point-to-point families: nothing on their path may communicate */
-const unsigned char cmx_coll_p2p[CMX_NCOLL] = {0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,1,};
+const unsigned char cmx_coll_class[CMX_NCOLL] = {CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_COLLECTIVE, CMX_CLASS_LOCAL, CMX_CLASS_P2P, CMX_CLASS_P2P, CMX_CLASS_P2P, };
 
 CMX_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
@@ -606,6 +643,226 @@ CMX_EXPORT int MPI_Barrier(cmx_h comm)
 		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(comm);
 	cmx_args a = {.fn = CMX_FN_BARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLW, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLW_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_local(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_LOCAL)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL])(sbuf, rbuf, count, dtype, op);
+	cmx_args a = {.fn = CMX_FN_REDUCE_LOCAL, .coll = CMX_COLL_REDUCE_LOCAL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Reduce_local_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_LOCAL_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL_C])(sbuf, rbuf, count, dtype, op);
+	cmx_args a = {.fn = CMX_FN_REDUCE_LOCAL_C, .coll = CMX_COLL_REDUCE_LOCAL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.rbuf = rbuf;
+	a.scount = count; a.rcount = count;
+	a.stype = dtype; a.rtype = dtype;
+	a.op = op;
 	return cmx_dispatch(&a);
 }
 
@@ -1098,6 +1355,212 @@ CMX_EXPORT int MPI_Ibarrier(cmx_h comm, void *req)
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBARRIER)))
 		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(comm, req);
 	cmx_args a = {.fn = CMX_FN_IBARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLW)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALLW, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ialltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+	cmx_args a = {.fn = CMX_FN_IALLTOALLW_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHER, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHER_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHERV, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHERV_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALL, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALL_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLV, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLV_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLW, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Ineighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLW_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
 	a.comm = comm;
 	a.req = req;
 	return cmx_dispatch(&a);
@@ -1622,6 +2085,224 @@ CMX_EXPORT int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
 	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BARRIER_INIT)))
 		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(comm, info, req);
 	cmx_args a = {.fn = CMX_FN_BARRIER_INIT, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_INIT)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLW_INIT, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_ALLTOALLW_INIT_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_INIT, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_INIT, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scount = scount;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcount = rcount;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sdispls;
+	a.stype = stype;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = rdispls;
+	a.rtype = rtype;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallw_init(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
+	a.comm = comm;
+	a.info = info;
+	a.req = req;
+	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Neighbor_alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
+	a.sbuf = sbuf;
+	a.scounts = scounts;
+	a.sdispls = sadispls;
+	a.stypes = stypes;
+	a.rbuf = rbuf;
+	a.rcounts = rcounts;
+	a.rdispls = radispls;
+	a.rtypes = rtypes;
 	a.comm = comm;
 	a.info = info;
 	a.req = req;
@@ -2261,6 +2942,34 @@ int cmx_forward_fn(const cmx_args *a)
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm);
 	case CMX_FN_BARRIER:
 		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(a->comm);
+	case CMX_FN_ALLTOALLW:
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm);
+	case CMX_FN_ALLTOALLW_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm);
+	case CMX_FN_NEIGHBOR_ALLGATHER:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLGATHER_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLGATHERV:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLGATHERV_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALL:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALL_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALLV:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALLV_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALLW:
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm);
+	case CMX_FN_NEIGHBOR_ALLTOALLW_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm);
+	case CMX_FN_REDUCE_LOCAL:
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op);
+	case CMX_FN_REDUCE_LOCAL_C:
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op);
 	case CMX_FN_IALLREDUCE:
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->req);
 	case CMX_FN_IALLREDUCE_C:
@@ -2323,6 +3032,30 @@ int cmx_forward_fn(const cmx_args *a)
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->req);
 	case CMX_FN_IBARRIER:
 		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(a->comm, a->req);
+	case CMX_FN_IALLTOALLW:
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->req);
+	case CMX_FN_IALLTOALLW_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLGATHER:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLGATHER_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLGATHERV:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLGATHERV_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALL:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALL_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALLV:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALLV_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALLW:
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->req);
+	case CMX_FN_INEIGHBOR_ALLTOALLW_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->req);
 	case CMX_FN_ALLREDUCE_INIT:
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT])(a->sbuf, a->rbuf, (int)a->scount, a->stype, a->op, a->comm, a->info, a->req);
 	case CMX_FN_ALLREDUCE_INIT_C:
@@ -2385,6 +3118,30 @@ int cmx_forward_fn(const cmx_args *a)
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT_C])(a->sbuf, a->rbuf, a->scount, a->stype, a->op, a->comm, a->info, a->req);
 	case CMX_FN_BARRIER_INIT:
 		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALLW_INIT:
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->info, a->req);
+	case CMX_FN_ALLTOALLW_INIT_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLGATHER_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLGATHER_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLGATHERV_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALL_INIT:
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT])(a->sbuf, (int)a->scount, a->stype, a->rbuf, (int)a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALL_INIT_C:
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT_C])(a->sbuf, a->scount, a->stype, a->rbuf, a->rcount, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALLV_INIT:
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C])(a->sbuf, a->scounts, a->sdispls, a->stype, a->rbuf, a->rcounts, a->rdispls, a->rtype, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALLW_INIT:
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->info, a->req);
+	case CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C:
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C])(a->sbuf, a->scounts, a->sdispls, a->stypes, a->rbuf, a->rcounts, a->rdispls, a->rtypes, a->comm, a->info, a->req);
 	case CMX_FN_SEND:
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND])(a->sbuf, (int)a->scount, a->stype, a->dest, a->stag, a->comm);
 	case CMX_FN_SEND_C:

@@ -14,9 +14,10 @@ type Coll int
 
 func (c Coll) String() string { return enumString(c, collNames[:], "coll") }
 
-// P2P reports whether c is a point-to-point family (send, recv, sendrecv):
-// not collective, so routing them may not communicate.
-func (c Coll) P2P() bool { return c >= 0 && int(c) < len(collP2P) && collP2P[c] }
+// Collective reports whether c is collective over a communicator: the
+// point-to-point families (send, recv, sendrecv) and Reduce_local are not,
+// so nothing on their path may communicate.
+func (c Coll) Collective() bool { return c >= 0 && int(c) < len(collCollective) && collCollective[c] }
 
 // ParseColl finds a collective by its lower-case name ("allreduce").
 func ParseColl(s string) (Coll, bool) { return enumParse[Coll](s, collNames[:]) }

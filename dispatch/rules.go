@@ -177,6 +177,9 @@ func parseRule(tok string) (Rule, error) {
 		if !ok {
 			return r, fmt.Errorf("unknown collective %q", f[0])
 		}
+		if !c.Collective() {
+			return r, fmt.Errorf("%s is not a collective: rules route collectives (point-to-point and local calls on device memory are always staged)", f[0])
+		}
 		r.Coll = c
 	}
 	if f[1] != "*" {

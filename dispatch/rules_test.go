@@ -18,6 +18,8 @@ func TestParseRulesErrors(t *testing.T) {
 		{"allreduce:cuda:*:fused:nvlink=some", `unknown NVLink class "some"`},
 		{"allreduce:cuda:*:fused:dtype=complex", `unknown datatype class "complex"`},
 		{"allredux:cuda:*:nccl", `unknown collective "allredux"`},
+		{"send:cuda:*:nccl", "send is not a collective"},
+		{"reduce_local:cuda:*:staged", "reduce_local is not a collective"},
 		{"allreduce:gpu:*:nccl", `unknown memory kind "gpu"`},
 		{"allreduce:cuda:0-12Q:nccl", `bad size "12Q"`},
 		{"allreduce:cuda:256K:nccl", "bad range"},

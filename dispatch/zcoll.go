@@ -21,6 +21,13 @@ const (
 	Scan
 	Exscan
 	Barrier
+	Alltoallw
+	NeighborAllgather
+	NeighborAllgatherv
+	NeighborAlltoall
+	NeighborAlltoallv
+	NeighborAlltoallw
+	ReduceLocal
 	Send
 	Recv
 	Sendrecv
@@ -44,29 +51,45 @@ var collNames = [...]string{
 	"scan",
 	"exscan",
 	"barrier",
+	"alltoallw",
+	"neighbor_allgather",
+	"neighbor_allgatherv",
+	"neighbor_alltoall",
+	"neighbor_alltoallv",
+	"neighbor_alltoallw",
+	"reduce_local",
 	"send",
 	"recv",
 	"sendrecv",
 }
 
-var collP2P = [...]bool{
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
-	false,
+// collCollective: the family is collective over a communicator (not
+// point-to-point, not local).
+var collCollective = [...]bool{
 	true,
 	true,
 	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	true,
+	false,
+	false,
+	false,
+	false,
 }

@@ -240,15 +240,18 @@ type Constants struct {
 	RequestNull  uint32
 	StatusIgnore int64
 	StatusSize   int32
+	// What MPI_Topo_test answers for Cartesian, graph and distributed
+	// graph communicators.
+	Cart, Graph, DistGraph int32
 }
 
 // ABIConstants gives the Constants of each ABI.
 var ABIConstants = map[ABI]Constants{
 	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, Root: -3, ProcNull: -1, ErrOther: 15,
-		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20},
+		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3},
 	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, Root: -3, ProcNull: -2, ErrOther: 16,
-		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32},
-	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24},
+		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 203, Graph: 201, DistGraph: 202},
+	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3},
 }
 
 // MPICHBuiltinSize decodes the element size encoded in an MPICH builtin

@@ -47,6 +47,9 @@ func routesCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
 			for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
+				if !c.Collective() {
+					continue // point-to-point and Reduce_local: MPI on host memory, staged on device memory, whatever the rules
+				}
 				for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
 					// one block for all datatype classes unless rules tell them apart
 					classes := []dispatch.DClass{dispatch.DInt, dispatch.DFloat, dispatch.DOther}

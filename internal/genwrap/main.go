@@ -55,6 +55,11 @@ var params = map[string]param{
 	"req":     {"void *", "void *", "a.req = req;", "req"},
 	"info":    {"cmx_h ", "cmx_h ", "a.info = info;", "info"},
 	"msg":     {"void *", "void *", "a.msg = msg;", "msg"},
+	"stypes":  {"const void *", "const void *", "a.stypes = stypes;", "stypes"},
+	"rtypes":  {"const void *", "const void *", "a.rtypes = rtypes;", "rtypes"},
+	// the Aint width in both variants: narrowing must leave them alone
+	"sadispls": {"const cmx_aint *", "const cmx_aint *", "a.sdispls = sadispls;", "sadispls"},
+	"radispls": {"const cmx_aint *", "const cmx_aint *", "a.rdispls = radispls;", "radispls"},
 }
 
 // forwardExpr is how cmx_forward reads each parameter back out of cmx_args.
@@ -68,6 +73,8 @@ var forwardExpr = map[string][2]string{ // int variant, large variant
 	"dest": {"a->dest", "a->dest"}, "source": {"a->source", "a->source"}, "tag": {"a->stag", "a->stag"},
 	"stag": {"a->stag", "a->stag"}, "rtag": {"a->rtag", "a->rtag"}, "status": {"a->status", "a->status"},
 	"req": {"a->req", "a->req"}, "info": {"a->info", "a->info"}, "msg": {"a->msg", "a->msg"},
+	"stypes": {"a->stypes", "a->stypes"}, "rtypes": {"a->rtypes", "a->rtypes"},
+	"sadispls": {"a->sdispls", "a->sdispls"}, "radispls": {"a->rdispls", "a->rdispls"},
 }
 
 // coll is one line of the table: an intercepted function.
@@ -75,22 +82,34 @@ type coll struct {
 	name   string
 	family string // what statistics and rules call it (allreduce for Iallreduce)
 	p2p    bool   // a point-to-point family
+	local  bool   // a family without a communicator
 	form   byte   // 'b' blocking, 'i' nonblocking, 'p' persistent
 	params []string
 }
 
+// class is what a family is: CMX_CLASS_* in C.
+func (c coll) class() string {
+	switch {
+	case c.p2p:
+		return "CMX_CLASS_P2P"
+	case c.local:
+		return "CMX_CLASS_LOCAL"
+	}
+	return "CMX_CLASS_COLLECTIVE"
+}
+
 // families lists the distinct families of the table in order of first
-// appearance (the C enum CMX_COLL_*), with whether each is point-to-point.
-func families(colls []coll) (names []string, p2p []bool) {
+// appearance (the C enum CMX_COLL_*), with the class of each.
+func families(colls []coll) (names, classes []string) {
 	seen := map[string]bool{}
 	for _, c := range colls {
 		if !seen[c.family] {
 			seen[c.family] = true
 			names = append(names, c.family)
-			p2p = append(p2p, c.p2p)
+			classes = append(classes, c.class())
 		}
 	}
-	return names, p2p
+	return names, classes
 }
 
 // nonblocking is the name of the nonblocking function a persistent one
@@ -146,12 +165,15 @@ func readTable(path string) ([]coll, error) {
 		}
 		fields := strings.Fields(line)
 		if len(fields) < 3 {
-			return nil, fmt.Errorf("%s:%d: want name family [p2p] form parameters...", path, n)
+			return nil, fmt.Errorf("%s:%d: want name family [p2p|local] form parameters...", path, n)
 		}
 		c := coll{name: fields[0], family: fields[1]}
 		rest := fields[2:]
-		if rest[0] == "p2p" {
+		switch rest[0] {
+		case "p2p":
 			c.p2p, rest = true, rest[1:]
+		case "local":
+			c.local, rest = true, rest[1:]
 		}
 		if len(rest) == 0 || len(rest[0]) != 1 || formNames[rest[0][0]] == "" {
 			return nil, fmt.Errorf("%s:%d: want a form (b, i or p) after the family", path, n)
@@ -194,6 +216,8 @@ func genHeader(colls []coll) []byte {
 	}
 	b.WriteString("\tCMX_NCOLL\n};\n\n")
 	b.WriteString("/* Forms of a call. */\nenum { CMX_FORM_BLOCKING, CMX_FORM_NONBLOCKING, CMX_FORM_PERSISTENT };\n\n")
+	b.WriteString("/* Classes of a family: collective over a communicator, point-to-point, or\n * local (no communicator). Only collectives may communicate on their path. */\n")
+	b.WriteString("enum { CMX_CLASS_COLLECTIVE, CMX_CLASS_P2P, CMX_CLASS_LOCAL };\n\n")
 	b.WriteString("/* Exported functions: each line of the table and its large-count twin (fn = 2*line + large). */\nenum {\n")
 	for _, c := range colls {
 		fmt.Fprintf(&b, "\tCMX_FN_%s,\n\tCMX_FN_%s_C,\n", upper(c.name), upper(c.name))
@@ -264,10 +288,10 @@ func genWrappers(colls []coll) []byte {
 		fmt.Fprintf(&b, "\t%s, %s,\n", fnName(nb, false), fnName(nb, true))
 	}
 	b.WriteString("};\n\n")
-	fams, p2p := families(colls)
-	b.WriteString("/* point-to-point families: nothing on their path may communicate */\nconst unsigned char cmx_coll_p2p[CMX_NCOLL] = {")
-	for i := range fams {
-		fmt.Fprintf(&b, "%d,", btoi(p2p[i]))
+	_, classes := families(colls)
+	b.WriteString("const unsigned char cmx_coll_class[CMX_NCOLL] = {")
+	for _, cl := range classes {
+		fmt.Fprintf(&b, "%s, ", cl)
 	}
 	b.WriteString("};\n\n")
 	for _, c := range colls {
@@ -329,7 +353,7 @@ func FortranNames(name string) []string {
 func genFortran(all []coll) []byte {
 	var colls []coll
 	for _, c := range all {
-		if c.form == 'b' && !c.p2p {
+		if c.form == 'b' && c.class() == "CMX_CLASS_COLLECTIVE" && !strings.HasPrefix(c.name, "Neighbor_") && c.name != "Alltoallw" {
 			colls = append(colls, c)
 		}
 	}
@@ -435,16 +459,16 @@ func genABI() []byte {
 	b.WriteString("};\n\n")
 	for _, a := range []mpi.ABI{mpi.ABIMPICH, mpi.ABIStandard, mpi.ABIOpenMPI} {
 		c := mpi.ABIConstants[a]
-		fmt.Fprintf(&b, "const cmx_abi_consts cmx_consts_%s = {%d, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, %d, %d, %d, 0x%x, %d, %d};\n",
+		fmt.Fprintf(&b, "const cmx_abi_consts cmx_consts_%s = {%d, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, %d, %d, %d, 0x%x, %d, %d, %d, %d, %d};\n",
 			strings.ReplaceAll(a.String(), "-", "_"), c.InPlace, c.CommWorld, c.CommSelf, c.CommNull, c.DatatypeNull, c.OpNull, c.Root, c.ProcNull, c.ErrOther,
-			c.RequestNull, c.StatusIgnore, c.StatusSize)
+			c.RequestNull, c.StatusIgnore, c.StatusSize, c.Cart, c.Graph, c.DistGraph)
 	}
 	return b.Bytes()
 }
 
 func genGo(colls []coll) []byte {
 	var b bytes.Buffer
-	fams, p2p := families(colls)
+	fams, classes := families(colls)
 	b.WriteString(header)
 	b.WriteString("package dispatch\n\n")
 	b.WriteString("// The families of intercepted functions (collectives, then point-to-point),\n// in the order of the C enum CMX_COLL_*.\nconst (\n")
@@ -461,9 +485,9 @@ func genGo(colls []coll) []byte {
 		fmt.Fprintf(&b, "\t%q,\n", f)
 	}
 	b.WriteString("}\n\n")
-	b.WriteString("var collP2P = [...]bool{\n")
-	for _, v := range p2p {
-		fmt.Fprintf(&b, "\t%v,\n", v)
+	b.WriteString("// collCollective: the family is collective over a communicator (not\n// point-to-point, not local).\nvar collCollective = [...]bool{\n")
+	for _, cl := range classes {
+		fmt.Fprintf(&b, "\t%v,\n", cl == "CMX_CLASS_COLLECTIVE")
 	}
 	b.WriteString("}\n")
 	src, err := format.Source(b.Bytes())
