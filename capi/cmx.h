@@ -177,6 +177,9 @@ typedef struct {
 	int (*Cartdim_get)(cmx_h, int *);
 	int (*Graph_neighbors_count)(cmx_h, int, int *);
 	int (*Dist_graph_neighbors_count)(cmx_h, int *, int *, int *);
+	int (*Cart_shift)(cmx_h, int, int, int *, int *);
+	int (*Graph_neighbors)(cmx_h, int, int, int *);
+	int (*Dist_graph_neighbors)(cmx_h, int, int *, int *, int, int *, int *);
 	/* Fortran handles (MPI_Fint, an int) to C ones, for the Fortran entry points */
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
@@ -393,6 +396,11 @@ int cmx_move_size(cmx_h dtype);
  * communicator; its error handler was called), or -1 for a neighborhood
  * call on a communicator without a topology. */
 int cmx_peers(const cmx_args *a, int *nin, int *nout);
+/* The ranks a neighborhood call receives from (src, nin of them) and
+ * sends to (dst, nout), in the order of its blocks; *cart is set for a
+ * Cartesian topology, whose blocks pair up by dimension (negative, then
+ * positive direction). 0 on success. */
+int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int *cart);
 /* Collective over c: 1 when ok is set on every rank. Backends agree with
  * it before and after any set-up step that could fail on one rank only. */
 int cmx_comm_agree(const cmx_comm *c, int ok);

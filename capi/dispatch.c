@@ -172,6 +172,38 @@ int cmx_peers(const cmx_args *a, int *nin, int *nout)
 	return rc;
 }
 
+int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int *cart)
+{
+	int topo = 0, me = 0, rc;
+	*cart = 0;
+	if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
+		return rc;
+	if (topo == cmx_abi.cart) {
+		*cart = 1;
+		for (int d = 0; d < nin / 2 && rc == 0; d++) {
+			rc = cmx_px.Cart_shift(a->comm, d, 1, &src[2 * d], &src[2 * d + 1]);
+			dst[2 * d] = src[2 * d], dst[2 * d + 1] = src[2 * d + 1];
+		}
+		return rc;
+	}
+	if (topo == cmx_abi.graph) {
+		if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
+			rc = cmx_px.Graph_neighbors(a->comm, me, nin, src);
+		for (int j = 0; j < nout && rc == 0; j++)
+			dst[j] = src[j];
+		return rc;
+	}
+	if (topo == cmx_abi.dist_graph) {
+		/* weights are not wanted, but MPI_UNWEIGHTED differs by ABI: room
+		 * for them is always valid */
+		int *w = malloc(sizeof(int) * (size_t)(nin + nout + 2));
+		rc = w ? cmx_px.Dist_graph_neighbors(a->comm, nin, src, w, nout, dst, w + nin + 1) : -1;
+		free(w);
+		return rc;
+	}
+	return -1;
+}
+
 /* What a vector collective (alltoallw, the neighborhood ones) receives,
  * in bytes; -1 when unknown. */
 static int64_t vector_bytes(const cmx_args *a, int ask)

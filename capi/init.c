@@ -281,6 +281,9 @@ static void resolve_pmpi(void)
 	RESOLVE(Cartdim_get);
 	RESOLVE(Graph_neighbors_count);
 	RESOLVE(Dist_graph_neighbors_count);
+	RESOLVE(Cart_shift);
+	RESOLVE(Graph_neighbors);
+	RESOLVE(Dist_graph_neighbors);
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);

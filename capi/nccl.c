@@ -201,6 +201,49 @@ static int enqueue_aligned(cmx_comm *c, const cmx_args *a, size_t size)
 	return r;
 }
 
+/* A neighborhood collective of plain types: one NCCL group of sends to
+ * the destinations and receives from the sources. NCCL pairs the sends
+ * and receives between two ranks in the order they are queued, so the
+ * receives of a Cartesian dimension are queued positive direction first:
+ * what a rank sends towards its negative neighbour arrives from that
+ * neighbour's positive side, and a dimension of two ranks has the same
+ * neighbour on both sides. In graphs, multiple edges between two ranks
+ * pair in list order, as in MPI. */
+static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
+{
+	const int ss = cmx_move_size(a->stype), rs = cmx_move_size(a->rtype), L = a->large;
+	const int v = a->coll == CMX_COLL_NEIGHBOR_ALLGATHERV || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
+	const int all = a->coll == CMX_COLL_NEIGHBOR_ALLTOALL || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
+	int nin, nout, cart, r = -1;
+	if (!ss || !rs || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW || cmx_peers(a, &nin, &nout) != 0)
+		return -2;
+	int *src = malloc(sizeof(int) * (size_t)(nin + nout + 1)), *dst = src + nin;
+	if (!src || cmx_neighbors(a, nin, nout, src, dst, &cart) != 0) {
+		free(src);
+		return -1;
+	}
+	if ((r = nc.GroupStart()) != 0)
+		goto out;
+	for (int j = 0; j < nout && r == 0; j++) {
+		size_t cnt = a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV ? (size_t)cmx_at(a->scounts, j, L) : (size_t)a->scount;
+		size_t off = !all ? 0 : a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV ? (size_t)cmx_at(a->sdispls, j, L) : (size_t)j * a->scount;
+		if (dst[j] != cmx_abi.proc_null && cnt)
+			r = nc.Send(BYTES(a->sbuf, off * ss), cnt * ss, NCCL_UINT8, dst[j], c->nccl, c->stream);
+	}
+	for (int k = 0; k < nin && r == 0; k++) {
+		int j = cart ? k ^ 1 : k; /* Cartesian: each dimension's positive neighbour first */
+		size_t cnt = v ? (size_t)cmx_at(a->rcounts, j, L) : (size_t)a->rcount;
+		size_t off = v ? (size_t)cmx_at(a->rdispls, j, L) : (size_t)j * a->rcount;
+		if (src[j] != cmx_abi.proc_null && cnt)
+			r = nc.Recv(BYTES(a->rbuf, off * rs), cnt * rs, NCCL_UINT8, src[j], c->nccl, c->stream);
+	}
+	int r2 = nc.GroupEnd();
+	r = r ? r : r2;
+out:
+	free(src);
+	return r;
+}
+
 /* enqueue runs one collective on NCCL; returns an ncclResult_t, or -2 when
  * NCCL cannot express the call. */
 static int enqueue(cmx_comm *c, const cmx_args *a)
@@ -266,6 +309,12 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		size_t blk = (size_t)a->rcount * size;
 		return nc.AllGather(ip ? BYTES(a->rbuf, me * blk) : a->sbuf, a->rbuf, blk, NCCL_UINT8, nk, st);
 	}
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		return enqueue_neighbors(c, a);
 	default:
 		break;
 	}
