@@ -12,7 +12,8 @@
  *                     Sendrecv, Sendrecv_replace; Ssend, Rsend (receive
  *                     posted, then a barrier); Bsend with an attached
  *                     buffer; Isend/Issend/Irsend/Ibsend/Irecv completed by
- *                     Waitall, Waitany and Testsome; persistent Send_init/
+ *                     Waitall, Waitany and Testsome; active sends freed
+ *                     with MPI_Request_free; persistent Send_init/
  *                     Ssend_init/Bsend_init/Recv_init restarted 100 times
  *                     (MPI_Startall, MPI_Start) and freed; MPI_PROC_NULL;
  *                     truncation under MPI_ERRORS_RETURN (MPI_ERR_TRUNCATE,
@@ -22,7 +23,8 @@
  *                     communicator, exchanging with Wait and Test loops.
  *
  * -DCOLLTEST_CUDA: every message buffer lives on the GPU (see reqtest.h),
- * except the host halves of the mixed pairs and MPI_Buffer_attach's buffer.
+ * except the host halves of the mixed pairs, MPI_Buffer_attach's buffer
+ * and the MPI_PROC_NULL calls' and the cancel check's one int.
  * MPIX_Query_cuda_support, where the MPI (or collmux) has it, is printed
  * to stderr only: it differs with collmux by design.
  */
@@ -428,6 +430,38 @@ static void test_nonblocking(void)
 	free(bbuf);
 }
 
+/* ---- MPI_Request_free on active requests ---- */
+static void test_request_free(void)
+{
+	int *sb = CALLOC(300, sizeof(int)), *rb = CALLOC(2 * 300, sizeof(int)), bad = 0;
+	MPI_Request q, rq[2];
+	MPI_Status sts[2];
+	for (int i = 0; i < 300; i++)
+		sb[i] = rank * 500 + i;
+	for (int i = 0; i < 2 * 300; i++)
+		rb[i] = -1;
+	TODEV(sb), TODEV(rb);
+	MPI_Irecv(D(rb), 300, MPI_INT, left, 46, MPI_COMM_WORLD, &rq[0]);
+	MPI_Irecv(D(rb + 300), 300, MPI_INT, left, 47, MPI_COMM_WORLD, &rq[1]);
+	/* a send freed while active is still delivered */
+	MPI_Isend(D(sb), 300, MPI_INT, right, 46, MPI_COMM_WORLD, &q);
+	MPI_Request_free(&q);
+	CHECK(q == MPI_REQUEST_NULL, "request_free left an active send's handle");
+	MPI_Issend(D(sb), 7, MPI_INT, right, 47, MPI_COMM_WORLD, &q);
+	MPI_Request_free(&q);
+	MPI_Waitall(2, rq, sts);
+	check_st(&sts[0], left, 46, MPI_INT, 300, "freed isend");
+	check_st(&sts[1], left, 47, MPI_INT, 7, "freed issend");
+	TOHOST(rb);
+	for (int i = 0; i < 300; i++)
+		bad += rb[i] != left * 500 + i || rb[300 + i] != (i < 7 ? left * 500 + i : -1);
+	CHECK(bad == 0, "freed sends: %d wrong elements", bad);
+	report("request_free.isend.issend", rb, sizeof(int) * 2 * 300);
+	/* every receive done: no freed send still reads sb */
+	MPI_Barrier(MPI_COMM_WORLD);
+	FREE(sb), FREE(rb);
+}
+
 /* ---- persistent point-to-point ---- */
 #define PITERS 100
 static void test_persistent(void)
@@ -743,6 +777,7 @@ int main(int argc, char **argv)
 	test_sendrecv();
 	test_modes();
 	test_nonblocking();
+	test_request_free();
 	test_persistent();
 	test_proc_null();
 	test_truncate();
