@@ -40,6 +40,10 @@ cat "$OUT/machine.txt"
 set -x
 mpicc -O1 -o $B/colltest tests/c/colltest.c
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/colltest_cuda tests/c/colltest.c -L$CUDA/lib64 -lcudart
+for p in nbtest p2ptest; do
+  mpicc -O1 -pthread -o $B/$p tests/c/$p.c
+  mpicc -O1 -pthread -DCOLLTEST_CUDA -I$CUDA/include -o $B/${p}_cuda tests/c/$p.c -L$CUDA/lib64 -lcudart
+done
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
@@ -71,6 +75,26 @@ for np in $(seq 1 "$NGPU"); do
   for algo in oneshot twoshot; do
     run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_ALGO=$algo $B/colltest_cuda > $B/fus$algo.$np 2> $B/fus$algo.$np.err
     cmp -s $B/host.$np $B/fus$algo.$np; result $? "colltest on device buffers, $np ranks, fused, every all-reduce $algo (COLLMUX_FUSED_ALGO=$algo)"
+  done
+done
+
+# nonblocking and persistent collectives with every completion call
+# (nbtest), point-to-point in every mode (p2ptest, whose mixed pairs send
+# from device to host buffers and back, so no COLLMUX_CHECK), then both with
+# two threads per rank: device buffers through collmux against the host
+# run of the same program; stderr says which MPI-4 functions were found
+for p in nbtest p2ptest; do
+  chk=(); [ $p = nbtest ] && chk=(-x COLLMUX_CHECK=1)
+  for np in $(seq 1 "$NGPU") threads; do
+    n=$np args=()
+    [ $np = threads ] && n=$((NGPU < 2 ? 1 : 2)) args=(threads)
+    run $n $B/$p "${args[@]}" > $B/$p.host.$np 2> $B/$p.host.$np.err
+    run $n "${X[@]}" "${chk[@]}" -x COLLMUX_STATS=$B/$p.s.$np.json $B/${p}_cuda "${args[@]}" > $B/$p.dev.$np 2> $B/$p.dev.$np.err
+    rc=$?
+    cmp -s $B/$p.host.$np $B/$p.dev.$np && grep -qxE "$p: $n ranks, (2 threads, )?0 failures" $B/$p.dev.$np && [ $rc = 0 ]
+    result $? "$p on device buffers, $n ranks${args:+, MPI_THREAD_MULTIPLE}: same results as host MPI: $(tail -1 $B/$p.dev.$np)"
+    [ $rc = 0 ] || { grep -v '^\[' $B/$p.dev.$np.err | tail -20; diff $B/$p.host.$np $B/$p.dev.$np | head -10; }
+    [ $np = 1 ] && grep "^$p:" $B/$p.dev.$np.err
   done
 done
 

@@ -1,0 +1,181 @@
+/*
+ * reqtest.h: what nbtest.c and p2ptest.c share: failure counting, the
+ * digest lines that make a run comparable byte for byte, and (with
+ * -DCOLLTEST_CUDA) device mirrors of the test buffers, as in colltest.c.
+ *
+ * colltest.c copies every buffer to the device before a call and back after
+ * it. A nonblocking call's buffers belong to MPI until the request
+ * completes, and other requests may be in flight on other buffers, so here
+ * the copies are per buffer and explicit: TODEV(p) before the call that
+ * starts the operation, TOHOST(p) after the call that completes it. Each
+ * copies the whole tracked allocation that holds p; an operation in flight
+ * never shares an allocation with one being copied. Without COLLTEST_CUDA
+ * both are no-ops and D(p) is p.
+ */
+#ifndef REQTEST_H
+#define REQTEST_H
+#include <dlfcn.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+
+#define CHECK(cond, ...)                                                                 \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			if (__atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED) < 20) { \
+				fprintf(stderr, "FAIL rank %d: ", rank);                 \
+				fprintf(stderr, __VA_ARGS__);                            \
+				fprintf(stderr, "\n");                                   \
+			}                                                                \
+		}                                                                        \
+	} while (0)
+
+#ifdef COLLTEST_CUDA
+#include "../gpu/gpu_common.h"
+#define NTRACK 256
+static struct {
+	char *h, *d;
+	size_t n;
+} track[NTRACK];
+static pthread_mutex_t track_mu = PTHREAD_MUTEX_INITIALIZER; /* threads allocate too */
+static void *tcalloc(size_t k, size_t sz)
+{
+	size_t n = (k * sz) > 0 ? k * sz : 1;
+	pthread_mutex_lock(&track_mu);
+	for (int i = 0; i < NTRACK; i++)
+		if (!track[i].h) {
+			track[i].h = calloc(1, n);
+			track[i].n = n;
+			if (cudaMalloc((void **)&track[i].d, n) != cudaSuccess) {
+				fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
+				MPI_Abort(MPI_COMM_WORLD, 2);
+			}
+			cudaMemset(track[i].d, 0, n);
+			pthread_mutex_unlock(&track_mu);
+			return track[i].h;
+		}
+	fprintf(stderr, "reqtest: too many live buffers\n");
+	MPI_Abort(MPI_COMM_WORLD, 2);
+	return NULL;
+}
+static void tfree(void *p)
+{
+	pthread_mutex_lock(&track_mu);
+	for (int i = 0; i < NTRACK; i++)
+		if (p && track[i].h == p) {
+			free(track[i].h);
+			cudaFree(track[i].d);
+			track[i].h = NULL;
+		}
+	pthread_mutex_unlock(&track_mu);
+}
+static int tfind(const void *p)
+{
+	for (int i = 0; i < NTRACK; i++)
+		if (track[i].h && (const char *)p >= track[i].h && (const char *)p < track[i].h + track[i].n)
+			return i;
+	return -1;
+}
+static void *D(const void *p)
+{
+	pthread_mutex_lock(&track_mu);
+	int i = tfind(p);
+	void *d = i < 0 ? (void *)p : track[i].d + ((const char *)p - track[i].h); /* MPI_IN_PLACE, NULL, host-only */
+	pthread_mutex_unlock(&track_mu);
+	return d;
+}
+static void tcopy(const void *p, int to_device)
+{
+	pthread_mutex_lock(&track_mu);
+	int i = tfind(p);
+	char *h = i < 0 ? NULL : track[i].h, *d = i < 0 ? NULL : track[i].d;
+	size_t n = i < 0 ? 0 : track[i].n;
+	pthread_mutex_unlock(&track_mu);
+	if (h)
+		CUDA_OK(cudaMemcpy(to_device ? (void *)d : h, to_device ? (void *)h : d, n,
+				   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+}
+#define TODEV(p) tcopy((p), 1)
+#define TOHOST(p) tcopy((p), 0)
+#define MALLOC(n) tcalloc(1, (n))
+#define CALLOC(k, n) tcalloc((k), (n))
+#define FREE(p) tfree(p)
+#else
+#define D(p) (p)
+#define TODEV(p) ((void)(p))
+#define TOHOST(p) ((void)(p))
+#define MALLOC(n) calloc(1, (n))
+#define CALLOC(k, n) calloc((k), (n))
+#define FREE(p) free(p)
+#endif
+
+/* MPI_STATUSES_IGNORE through a variable: MPICH's is (MPI_Status *)1,
+ * which gcc's array-parameter checks (-Wstringop-overflow) take for an
+ * array of size 0. */
+static MPI_Status *volatile statuses_ignore_;
+#define STATUSES_IGNORE (statuses_ignore_ ? statuses_ignore_ : (statuses_ignore_ = MPI_STATUSES_IGNORE))
+
+static uint64_t digest_more(uint64_t h, const void *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)b)[i]) * 1099511628211ull;
+	return h;
+}
+static uint64_t digest(const void *b, size_t n) { return digest_more(1469598103934665603ull, b, n); }
+
+/* Every rank's digest goes, in world rank order, through world rank 0 (with
+ * PMPI, so reporting is never a tested call): the output of a run is
+ * deterministic. Called by the main thread only, in the same order on
+ * every rank. */
+static void report_digest(const char *name, uint64_t h)
+{
+	uint64_t *all = rank == 0 ? malloc(8 * (size_t)size) : NULL;
+	PMPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("%-52s", name);
+		for (int i = 0; i < size; i++)
+			printf(" %016llx", (unsigned long long)all[i]);
+		printf("\n");
+	}
+	free(all);
+}
+static void report(const char *name, const void *b, size_t n) { report_digest(name, digest(b, n)); }
+
+/* One line that every rank agrees on (rank 0 prints it). */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	if (rank != 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+/* MPI's empty status: source MPI_ANY_SOURCE, tag MPI_ANY_TAG, count 0. */
+static int empty_status(const MPI_Status *st)
+{
+	int n = -1;
+	MPI_Get_count(st, MPI_BYTE, &n);
+	return st->MPI_SOURCE == MPI_ANY_SOURCE && st->MPI_TAG == MPI_ANY_TAG && n == 0;
+}
+
+/* The final tally; returns the exit status. */
+static int finish(const char *prog, const char *extra)
+{
+	int total = 0;
+	PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("%s: %d ranks, %s%d failures\n", prog, size, extra, total);
+	fflush(stdout);
+	return total != 0;
+}
+#endif
