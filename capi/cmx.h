@@ -41,6 +41,8 @@ enum { CMX_DCLASS_INT, CMX_DCLASS_FLOAT, CMX_DCLASS_OTHER, CMX_NDCLASS };
 /* The paths a collective can take. Values are shared with package dispatch. */
 enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND };
 
+typedef struct cmx_req cmx_req; /* a request collmux owns (requests.c) */
+
 /* One intercepted call, whatever its shape (filled by zwrappers.c). */
 typedef struct cmx_args {
 	int fn, coll, form, large; /* form: CMX_FORM_* */
@@ -54,6 +56,7 @@ typedef struct cmx_args {
 	void *status;                        /* MPI_Status * */
 	void *req;                           /* MPI_Request *: written through cmx_req_put */
 	void *msg;                           /* MPI_Message * (Mrecv, Imrecv) */
+	cmx_req *entry; /* nonblocking: the request entry a backend is building, which the layers below add to */
 	/* filled by the dispatcher */
 	int mem; /* CMX_MEM_* */
 } cmx_args;
@@ -421,10 +424,12 @@ static inline int64_t cmx_count_sum(const void *arr, int n, int large)
 }
 
 /* ---- requests (requests.c): what completion calls must know ---- */
-typedef struct cmx_req cmx_req;
-/* The entry of the MPI request a call just wrote to *req, filed as one
- * whose completion collmux finishes (made if it has none yet). */
-cmx_req *cmx_req_adopt(int fn, const void *req);
+/* An entry for a nonblocking call collmux finishes when it completes:
+ * made before the call, filed under the request the MPI wrote to *req
+ * once it succeeded, or dropped (with what it keeps) if it failed. */
+cmx_req *cmx_req_new(int fn);
+void cmx_req_file(cmx_req *e, const void *req);
+void cmx_req_drop(cmx_req *e);
 void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived). */

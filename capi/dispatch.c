@@ -229,8 +229,18 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 	if (a->coll == CMX_COLL_BARRIER)
 		return 0;
 	if (cmx_coll_class[a->coll] != CMX_CLASS_COLLECTIVE) { /* what this rank sends, or else receives */
-		int64_t size = cmx_type_size(a->sbuf ? a->stype : a->rtype, ask);
-		return size < 0 ? -1 : (a->sbuf ? a->scount : a->rcount) * size;
+		const int recv = a->coll == CMX_COLL_RECV;
+		int64_t size = cmx_type_size(recv ? a->rtype : a->stype, ask);
+		return size < 0 ? -1 : (recv ? a->rcount : a->scount) * size;
+	}
+	switch (a->coll) { /* per-rank datatypes, or counts of neighbours */
+	case CMX_COLL_ALLTOALLW:
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		return vector_bytes(a, ask);
 	}
 	int n = c ? c->size : 1;
 	int64_t rs = cmx_type_size(a->rtype, ask);
@@ -257,13 +267,6 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 		return root ? cmx_count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
 	case CMX_COLL_ALLTOALLV:
 		return cmx_count_sum(a->rcounts, n, a->large) * rs;
-	case CMX_COLL_ALLTOALLW:
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
-		return vector_bytes(a, ask);
 	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
 		return a->rcount * rs;
 	}
@@ -539,9 +542,14 @@ static int forward_narrowed(const cmx_args *a)
 		b.rcounts = rc, b.rdispls = aint ? a->rdispls : rd;
 	int ret = ok ? cmx_forward(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
 	if (ret == 0 && a->form == CMX_FORM_NONBLOCKING && (sc || sd || rc || rd)) {
-		/* the MPI reads the arrays until the call completes */
-		cmx_req *e = cmx_req_adopt(a->fn, a->req);
+		/* the MPI reads the arrays until the call completes: they go with
+		 * the request the caller is building, or one of their own */
+		cmx_req *e = a->entry ? a->entry : cmx_req_new(a->fn);
+		if (!e)
+			cmx_fatal("%s: out of memory", cmx_fn_names[a->fn]);
 		cmx_req_keep(e, sc), cmx_req_keep(e, sd), cmx_req_keep(e, rc), cmx_req_keep(e, rd);
+		if (!a->entry)
+			cmx_req_file(e, a->req);
 		return ret;
 	}
 	free(sc), free(sd), free(rc), free(rd);

@@ -14,6 +14,8 @@
  *   MPI_PROC_NULL), the handle the program keeps; each MPI_Start starts
  *   the call as a nonblocking one and, until it completes, completion
  *   calls see that call's request in its place.
+ * Entries are found by handle value, several may share one (see h), and a
+ * completion call claims the ones it works on.
  * The completion calls (MPI_Wait ... MPI_Testsome, MPI_Request_get_status,
  * MPI_Request_free, MPI_Cancel, MPI_Start, MPI_Startall) go straight to
  * MPI while collmux owns no request: one load and a branch.
@@ -28,8 +30,11 @@
 enum { REQ_INNER, REQ_DEVICE, REQ_PERSIST };
 
 struct cmx_req {
-	cmx_h h; /* the handle the program holds */
+	cmx_h h; /* the handle the program holds; not unique: Open MPI hands out
+		  * one shared handle (ompi_request_empty) for operations that
+		  * completed at once, so several entries may bear it */
 	int kind, fn;
+	int claimed; /* a completion call is working on it */
 	int finished;  /* its results are in place */
 	int completed; /* REQ_DEVICE: the generalized request was completed */
 	int cancel;    /* the program asked to cancel it */
@@ -61,29 +66,29 @@ static int live; /* entries in the table or orphaned; 0 keeps completion calls o
 
 static unsigned slot(cmx_h h) { return (unsigned)((cmx_norm(h) * 0x9E3779B97F4A7C15ull) >> 54); }
 
+/* the first entry bearing h that no completion call has claimed */
 static cmx_req *find_locked(cmx_h h)
 {
 	h = cmx_norm(h);
 	for (cmx_req *e = bucket[slot(h)]; e; e = e->next)
-		if (e->h == h)
+		if (e->h == h && !e->claimed)
 			return e;
 	return NULL;
 }
 
-static cmx_req *unlink_locked(cmx_h h)
+static void unlink_locked(cmx_req *e)
 {
-	h = cmx_norm(h);
-	for (cmx_req **p = &bucket[slot(h)]; *p; p = &(*p)->next)
-		if ((*p)->h == h) {
-			cmx_req *e = *p;
+	if (!e)
+		return;
+	for (cmx_req **p = &bucket[slot(e->h)]; *p; p = &(*p)->next)
+		if (*p == e) {
 			*p = e->next;
 			e->next = NULL;
-			return e;
+			return;
 		}
-	return NULL;
 }
 
-static cmx_req *new_req(int fn)
+cmx_req *cmx_req_new(int fn)
 {
 	cmx_req *e = calloc(1, sizeof *e);
 	if (e) {
@@ -129,19 +134,19 @@ static void add(cmx_req *e, cmx_h h)
 	__atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
 }
 
-cmx_req *cmx_req_adopt(int fn, const void *req)
+void cmx_req_file(cmx_req *e, const void *req)
 {
-	cmx_h h = cmx_req_get(req);
-	pthread_mutex_lock(&mu);
-	cmx_req *e = find_locked(h);
-	pthread_mutex_unlock(&mu);
-	if (e)
-		return e;
-	if (!(e = new_req(fn)))
-		cmx_fatal("%s: out of memory for a request", cmx_fn_names[fn]);
 	e->kind = REQ_INNER;
-	add(e, h);
-	return e;
+	add(e, cmx_req_get(req));
+}
+
+void cmx_req_drop(cmx_req *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
+		free(e->keep[i]);
+	free(e);
 }
 
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim)
@@ -163,7 +168,7 @@ static int greq_cancel(void *extra, int complete) { return (void)extra, (void)co
 
 int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *))
 {
-	cmx_req *e = new_req(a->fn);
+	cmx_req *e = cmx_req_new(a->fn);
 	if (!e)
 		return cmx_abi.err_other;
 	int rc = cmx_px.Grequest_start((void *)greq_query, (void *)greq_free, (void *)greq_cancel, NULL, a->req);
@@ -359,11 +364,14 @@ static int complete(int op, call *c)
 	for (int i = 0; i < n; i++) {
 		cmx_h h = cmx_req_get(cmx_req_at(c->reqs, i));
 		cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : find_locked(h);
+		if (e)
+			e->claimed = 1;
 		ent[i] = e;
 		work[i] = e;
 		if (e && e->kind == REQ_PERSIST) {
 			h = e->inner;
-			work[i] = find_locked(h);
+			if ((work[i] = find_locked(h)))
+				work[i]->claimed = 1;
 		}
 		cmx_req_put(sub + (size_t)i * w, h);
 		was_active[i] = cmx_norm(h) != cmx_norm(cmx_abi.request_null);
@@ -399,10 +407,11 @@ static int complete(int op, call *c)
 		if (ent[i] && ent[i]->kind == REQ_PERSIST) {
 			if (done && op != OP_GETSTATUS && was_active[i]) {
 				pthread_mutex_lock(&mu);
-				unlink_locked(ent[i]->inner);
+				unlink_locked(work[i]);
 				pthread_mutex_unlock(&mu);
 				int r = finish(work[i], status_of(op, c, st, i));
 				release(work[i]);
+				work[i] = NULL;
 				union {
 					cmx_h h;
 					int i;
@@ -422,14 +431,24 @@ static int complete(int op, call *c)
 			rc = rc ? rc : r;
 			if (op != OP_GETSTATUS) {
 				pthread_mutex_lock(&mu);
-				unlink_locked(work[i]->h);
+				unlink_locked(work[i]);
 				pthread_mutex_unlock(&mu);
 				release(work[i]);
+				work[i] = ent[i] = NULL;
 			}
 		}
 		if (op != OP_GETSTATUS)
 			cmx_req_put(cmx_req_at(c->reqs, i), now);
 	}
+	/* what did not complete is free for the next completion call */
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < n; i++) {
+		if (ent[i])
+			ent[i]->claimed = 0;
+		if (work[i])
+			work[i]->claimed = 0;
+	}
+	pthread_mutex_unlock(&mu);
 out:
 	free(own_st);
 	free(was_active);
@@ -553,8 +572,11 @@ CMX_EXPORT int MPI_Request_free(void *req)
 		return cmx_px.Request_free(req);
 	pthread_mutex_lock(&mu);
 	cmx_h h = cmx_req_get(req);
-	cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : unlink_locked(h);
-	cmx_req *w = e && e->kind == REQ_PERSIST ? unlink_locked(e->inner) : e;
+	cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : find_locked(h);
+	cmx_req *w = e && e->kind == REQ_PERSIST ? find_locked(e->inner) : e;
+	unlink_locked(e);
+	if (w != e)
+		unlink_locked(w);
 	if (w) {
 		w->next = orphans;
 		__atomic_store_n(&orphans, w, __ATOMIC_RELEASE);
@@ -578,7 +600,7 @@ CMX_EXPORT int MPI_Request_free(void *req)
  * soon as it starts; each start runs the call in its nonblocking form. */
 int cmx_req_persistent(const cmx_args *a)
 {
-	cmx_req *e = new_req(a->fn);
+	cmx_req *e = cmx_req_new(a->fn);
 	if (!e)
 		return cmx_error(a->comm, cmx_abi.err_other);
 	int rc = cmx_px.Send_init(NULL, 0, cmx_abi.byte, cmx_abi.proc_null, 0, cmx_abi.comm_self, a->req);

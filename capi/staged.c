@@ -182,18 +182,19 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		b.sbuf = b.rbuf;
 	if (trim && !async && a->status == cmx_abi.status_ignore)
 		b.status = st;
-	*rc = cmx_forward(&b);
 	if (async) {
-		if (*rc != 0) {
-			free(h);
-			return 1;
-		}
-		cmx_req *e = cmx_req_adopt(a->fn, a->req);
-		cmx_req_keep(e, h);
+		if (!(b.entry = cmx_req_new(a->fn)))
+			goto fail;
+		cmx_req_keep(b.entry, h);
 		if (dev[1])
-			cmx_req_copy_back(e, (char *)a->rbuf + lo[1], hb[1], len[1], trim);
+			cmx_req_copy_back(b.entry, (char *)a->rbuf + lo[1], hb[1], len[1], trim);
+		if ((*rc = cmx_forward(&b)) == 0)
+			cmx_req_file(b.entry, a->req);
+		else
+			cmx_req_drop(b.entry);
 		return 1;
 	}
+	*rc = cmx_forward(&b);
 	size_t back = trim ? received(b.status, len[1]) : len[1];
 	if (*rc == 0 && dev[1] && back && (!cmx_cuda_copy((char *)a->rbuf + lo[1], hb[1], back, NULL) || !cmx_cuda_sync(NULL))) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);

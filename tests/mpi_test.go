@@ -75,7 +75,9 @@ func sameAsNative(t *testing.T, m mpiImpl, np int, prog, sane string) {
 	if r.Ranks != np || r.ABI != m.name {
 		t.Errorf("statistics say %d ranks, ABI %q; want %d, %q", r.Ranks, r.ABI, np, m.name)
 	}
-	for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
+	// colltest (C and Fortran) calls every blocking collective of MPI-3
+	// but Alltoallw: the families up to Barrier in the table
+	for c := dispatch.Coll(0); c <= dispatch.Barrier; c++ {
 		if r.Calls(c.String(), "mpi") == 0 {
 			t.Errorf("statistics show no %s call: not intercepted", c)
 		}

@@ -21,6 +21,9 @@ func TestNonblockingCollectivesMatchNative(t *testing.T) {
 		for np := 1; np <= maxRequestRanks(m); np++ {
 			t.Run(fmt.Sprintf("%s/np%d", m.name, np), func(t *testing.T) {
 				matchesNative(t, m, np, fmt.Sprintf("nbtest: %d ranks, 0 failures", np), prog)
+				intercepted(t, m, np, prog, "allreduce", "reduce", "bcast", "allgather", "allgatherv", "gather", "gatherv",
+					"scatter", "scatterv", "alltoall", "alltoallv", "alltoallw", "reduce_scatter", "reduce_scatter_block",
+					"scan", "exscan", "barrier")
 			})
 		}
 	}
@@ -36,6 +39,7 @@ func TestPointToPointMatchesNative(t *testing.T) {
 		for np := 1; np <= maxRequestRanks(m); np++ {
 			t.Run(fmt.Sprintf("%s/np%d", m.name, np), func(t *testing.T) {
 				matchesNative(t, m, np, fmt.Sprintf("p2ptest: %d ranks, 0 failures", np), prog)
+				intercepted(t, m, np, prog, "send", "recv", "sendrecv")
 			})
 		}
 	}
@@ -95,6 +99,24 @@ func matchesNative(t *testing.T, m mpiImpl, np int, sane string, prog ...string)
 		}
 		if got != native {
 			t.Fatalf("output under collmux, %s, differs from native:\n%s\n%s", c.how, diff(native, got), errs)
+		}
+	}
+}
+
+// intercepted runs prog under collmux and requires its statistics to show
+// calls of every family named: nbtest makes only nonblocking and
+// persistent collective calls, p2ptest only point-to-point ones, so their
+// counts prove those forms go through collmux.
+func intercepted(t *testing.T, m mpiImpl, np int, prog string, families ...string) {
+	t.Helper()
+	env, statsFile := preloaded(t)
+	if _, errs, err := run(t, m, np, env, prog); err != nil {
+		t.Fatalf("under collmux: %v\n%s", err, errs)
+	}
+	r := readStats(t, statsFile)
+	for _, f := range families {
+		if r.Calls(f, "mpi") == 0 {
+			t.Errorf("statistics show no %s call: not intercepted", f)
 		}
 	}
 }

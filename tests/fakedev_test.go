@@ -1,0 +1,123 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeDir  string
+	fakeErr  error
+)
+
+// fakeCUDA builds tests/fakecuda into libcuda.so.1 (once per run) and
+// returns its folder: a stand-in for the CUDA driver whose "device memory"
+// the host cannot touch (tests/fakecuda/fakecuda.c), so that the CPU
+// suite runs collmux's device-buffer logic against real MPIs. Real CUDA
+// and the NCCL and fused paths are tested on the GPU machine
+// (scripts/gpu-test.sh).
+func fakeCUDA(t *testing.T) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		if fakeDir, fakeErr = os.MkdirTemp("", "collmux-fakecuda-"); fakeErr != nil {
+			return
+		}
+		src := filepath.Join(repoRoot(), "tests", "fakecuda", "fakecuda.c")
+		if out, err := exec.Command("cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(fakeDir, "libcuda.so.1"), src).CombinedOutput(); err != nil {
+			fakeErr = fmt.Errorf("building the CUDA stand-in: %v: %s", err, out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	return fakeDir
+}
+
+// deviceProgram builds a test program in its -DCOLLTEST_CUDA form (every
+// buffer in device memory) against the stand-in.
+func deviceProgram(t *testing.T, m mpiImpl, src, out string) string {
+	dir := fakeCUDA(t)
+	return program(t, m, src, out+"-dev", "-DCOLLTEST_CUDA", "-I"+filepath.Join(repoRoot(), "tests", "fakecuda"),
+		"-pthread", "-ldl", "-L"+dir, "-l:libcuda.so.1", "-Wl,-rpath,"+dir)
+}
+
+// Every intercepted call on device buffers, through the staged path (the
+// stand-in has no NCCL and no kernels): colltest (blocking collectives),
+// nbtest (nonblocking and persistent collectives, every completion call)
+// and p2ptest (point-to-point in every mode, probes, wildcards,
+// truncation, cancellation), with their buffers in memory the MPI cannot
+// read, give byte for byte what the host build gives natively; their
+// statistics show staged calls; and without collmux the same device build
+// fails, as on a real MPI without CUDA support.
+func TestDeviceBuffersStaged(t *testing.T) {
+	cases := []struct {
+		src, sane string
+		families  []string // families whose statistics must show staged calls
+		args      []string
+	}{
+		{"colltest.c", "colltest: %d ranks, 0 failures", []string{"allreduce", "bcast", "alltoallv", "scan", "reduce_scatter"}, nil},
+		{"nbtest.c", "nbtest: %d ranks, 0 failures", []string{"allreduce", "alltoallw", "gatherv"}, nil},
+		{"p2ptest.c", "p2ptest: %d ranks, 0 failures", []string{"send", "recv", "sendrecv"}, nil},
+		{"nbtest.c", "nbtest: %d ranks, 2 threads, 0 failures", []string{"allreduce"}, []string{"threads"}},
+		{"p2ptest.c", "p2ptest: %d ranks, 2 threads, 0 failures", []string{"send", "recv"}, []string{"threads"}},
+	}
+	for _, m := range impls(t) {
+		dir := fakeCUDA(t)
+		for _, tc := range cases {
+			name := strings.TrimSuffix(tc.src, ".c")
+			host := program(t, m, tc.src, name, "-pthread", "-ldl")
+			dev := deviceProgram(t, m, tc.src, name)
+			maxNP := maxRequestRanks(m)
+			if tc.args != nil {
+				maxNP = 2
+			}
+			for np := 1; np <= maxNP; np++ {
+				if tc.args != nil && np != 2 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%s%s/np%d", m.name, name, strings.Join(tc.args, ""), np), func(t *testing.T) {
+					native, errs, err := run(t, m, np, nil, append([]string{host}, tc.args...)...)
+					if err != nil || lastLine(native) != fmt.Sprintf(tc.sane, np) {
+						t.Fatalf("native host run: %v, ends %q\n%s", err, lastLine(native), errs)
+					}
+					env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir)
+					got, errs, err := run(t, m, np, env, append([]string{dev}, tc.args...)...)
+					if err != nil {
+						t.Fatalf("device build under collmux: %v\n%s\n%s", err, tail(got), errs)
+					}
+					if got != native {
+						t.Fatalf("device build under collmux differs from the native host run:\n%s\n%s", diff(native, got), errs)
+					}
+					r := readStats(t, statsFile)
+					for _, f := range tc.families {
+						if np == 1 {
+							break // one rank moves nothing in some of them
+						}
+						if r.Calls(f, "staged") == 0 {
+							t.Errorf("statistics show no staged %s call", f)
+						}
+					}
+				})
+			}
+		}
+		// the stand-in is faithful: an MPI handed its device pointers fails
+		t.Run(m.name+"/control", func(t *testing.T) {
+			dev := deviceProgram(t, m, "colltest.c", "colltest")
+			for _, env := range []map[string]string{
+				{"LD_LIBRARY_PATH": dir},
+				{"LD_LIBRARY_PATH": dir, "LD_PRELOAD": libPath(t), "COLLMUX_DISABLE": "1"},
+			} {
+				out, _, err := run(t, m, 2, env, dev)
+				if err == nil && strings.Contains(out, "0 failures") {
+					t.Errorf("the device build passed without collmux (%v): the stand-in's device memory is readable", env)
+				}
+			}
+		})
+	}
+}
