@@ -168,19 +168,21 @@ grep -q "0 failures" $B/pynb || tail -30 $B/pynb
 
 echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
+# BENCH=1 (default): every benchmark; BENCH=nb: only gpu_nb (the calls
+# beyond blocking collectives); BENCH=0: none
 if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu -lcuda && $B/launch_floor | tee "$OUT/launch-floor.txt"
   $CUDA/bin/nvcc -O2 -arch=native -o $B/sync_costs bench/sync_costs.cu && $B/sync_costs | tee "$OUT/sync-costs.txt"
   # one run: NCCL directly, the default policy, staged, fused and NCCL (through collmux) alone
   timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
     fused="*:cuda:*:fused@$((8 << 20))" ncclpath="*:cuda:*:nccl@$((1 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
-  if [ "$NGPU" -ge 2 ]; then
-    $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
-      timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
-    cat "$OUT/nb-bench.csv"
-  fi
   build/collmux routes > $B/routes.txt
   python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" $B/routes.txt > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
+fi
+if [ "${BENCH:-1}" != 0 ] && [ "$NGPU" -ge 2 ]; then
+  $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
+    timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
+  cat "$OUT/nb-bench.csv"
 fi
 [ "$FAIL" = 0 ]
