@@ -431,6 +431,10 @@ cmx_req *cmx_req_new(int fn);
 void cmx_req_file(cmx_req *e, const void *req);
 void cmx_req_drop(cmx_req *e);
 void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
+void cmx_req_pinned(cmx_req *e, void *p, size_t n); /* cmx_pinned_put(p, n) then */
+/* pinned host memory of at least n bytes, from a pool (staged.c) */
+void *cmx_pinned_get(size_t n);
+void cmx_pinned_put(void *p, size_t n);
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived). */
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);

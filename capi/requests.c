@@ -51,7 +51,9 @@ struct cmx_req {
 	uint64_t v;
 	void (*drop)(void *);
 	int failed;
-	void *keep[5]; /* memory the call uses until it completes (host copies, narrowed arrays), freed */
+	void *keep[5]; /* memory the call uses until it completes (narrowed arrays), freed */
+	void *pinned;  /* its pinned host copies (cmx_pinned_get), returned to the pool */
+	size_t pinned_len;
 	/* REQ_PERSIST */
 	cmx_args args; /* the nonblocking call each start makes */
 	cmx_h inner;   /* the running start's request; request_null when inactive */
@@ -110,15 +112,24 @@ void cmx_req_keep(cmx_req *e, void *p)
 	cmx_fatal("internal: a request keeps more than %d allocations", (int)(sizeof e->keep / sizeof e->keep[0]));
 }
 
+void cmx_req_pinned(cmx_req *e, void *p, size_t n) { e->pinned = p, e->pinned_len = n; }
+
+/* frees what an entry holds, and the entry */
+static void discard(cmx_req *e)
+{
+	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
+		free(e->keep[i]);
+	cmx_pinned_put(e->pinned, e->pinned_len);
+	if (e->drop)
+		e->drop(e->arg);
+	free(e);
+}
+
 static void release(cmx_req *e)
 {
 	if (!e)
 		return;
-	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
-		free(e->keep[i]);
-	if (e->drop)
-		e->drop(e->arg);
-	free(e);
+	discard(e);
 	__atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
 }
 
@@ -142,11 +153,8 @@ void cmx_req_file(cmx_req *e, const void *req)
 
 void cmx_req_drop(cmx_req *e)
 {
-	if (!e)
-		return;
-	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
-		free(e->keep[i]);
-	free(e);
+	if (e)
+		discard(e);
 }
 
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim)

@@ -6,6 +6,7 @@
  * matching), at host speed. A nonblocking call keeps its host copies until
  * it completes, when requests.c copies the results back.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,7 +108,54 @@ static int region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int w
 	}
 }
 
-/* per-thread pinned staging memory, grown on demand */
+/* Pinned host memory for the copies of nonblocking calls, which live until
+ * the call completes: kept for reuse in power-of-two classes, since
+ * cuMemAllocHost is slow and pageable copies run at a fraction of pinned
+ * speed. At most POOL_MAX bytes wait in the pool. */
+#define POOL_MAX ((size_t)256 << 20)
+static void *pool[64];
+static size_t pool_bytes;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int pool_class(size_t n)
+{
+	int k = 12; /* 4 KiB at least */
+	while (((size_t)1 << k) < n)
+		k++;
+	return k;
+}
+
+void *cmx_pinned_get(size_t n)
+{
+	const int k = pool_class(n);
+	pthread_mutex_lock(&pool_mu);
+	void *p = pool[k];
+	if (p) {
+		pool[k] = *(void **)p;
+		pool_bytes -= (size_t)1 << k;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return p ? p : cmx_cuda_host_alloc((size_t)1 << k);
+}
+
+void cmx_pinned_put(void *p, size_t n)
+{
+	if (!p)
+		return;
+	const int k = pool_class(n);
+	pthread_mutex_lock(&pool_mu);
+	int keep = pool_bytes + ((size_t)1 << k) <= POOL_MAX;
+	if (keep) {
+		*(void **)p = pool[k];
+		pool[k] = p;
+		pool_bytes += (size_t)1 << k;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (!keep)
+		cmx_cuda_host_free(p);
+}
+
+/* per-thread pinned staging memory of blocking calls, grown on demand */
 static __thread char *stage;
 static __thread size_t stage_cap;
 
@@ -163,7 +211,8 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * in-place contribution) goes back unchanged. */
 	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
-	char *h = async ? malloc(len[0] + len[1] + 1) : staging(len[0] + len[1] + 1);
+	const size_t total = len[0] + len[1] + 1;
+	char *h = async ? cmx_pinned_get(total) : staging(total);
 	if (!h)
 		return 0;
 	char *hb[2] = {h, h + len[0]};
@@ -185,7 +234,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (async) {
 		if (!(b.entry = cmx_req_new(a->fn)))
 			goto fail;
-		cmx_req_keep(b.entry, h);
+		cmx_req_pinned(b.entry, h, total);
 		if (dev[1])
 			cmx_req_copy_back(b.entry, (char *)a->rbuf + lo[1], hb[1], len[1], trim);
 		if ((*rc = cmx_forward(&b)) == 0)
@@ -203,6 +252,6 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	return 1;
 fail:
 	if (async)
-		free(h);
+		cmx_pinned_put(h, total);
 	return 0;
 }
