@@ -1,8 +1,11 @@
+//go:build collmux_lib
+
 /* api.c: the functions declared in include/collmux.h. */
 #include <stdio.h>
 
-#include "_cgo_export.h"
+#include "_cgo_export.h" /* before cmx.h: goexports.h must agree with it */
 #include "cmx.h"
+#include "collmux.h" /* what this file implements */
 
 /* COLLMUX_VERSION comes from the file VERSION through CMakeLists.txt, as a
  * bare token (0.1.0) that is stringified here; a plain `go build` has none. */
@@ -19,6 +22,14 @@
 static const char cmx_ident[] = CMX_IDENT_MARKER CMX_STR(COLLMUX_VERSION);
 
 CMX_EXPORT const char *collmux_version(void) { return cmx_ident + sizeof CMX_IDENT_MARKER - 1; }
+
+/* The digest of the C headers the library was built from
+ * (scripts/build-lib.sh), which tests/build_test.go compares with the
+ * headers in the tree: a stale build shows. */
+#ifndef CMX_HEADERS
+#define CMX_HEADERS none
+#endif
+__attribute__((used)) static const char cmx_headers_ident[] = "@(#)collmux-headers " CMX_STR(CMX_HEADERS);
 
 CMX_EXPORT const char *collmux_mpi_abi(void)
 {

@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 /*
  * fortran.c: what the generated Fortran entry points (zfortran.c) share,
  * and MPI_INIT / MPI_INIT_THREAD for Fortran programs.

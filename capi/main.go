@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 // Command capi is libcollmux.so: built with -buildmode=c-shared, preloaded
 // into (or linked with) an MPI program. Its exported MPI_* entry points are
 // C (generated from collectives.tab into zwrappers.c); Go is entered only
@@ -5,7 +7,7 @@
 package main
 
 /*
-#cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function
+#cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function -I${SRCDIR}/../internal/cmx -I${SRCDIR}/../include
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "cmx.h"
@@ -21,10 +23,15 @@ import (
 	"time"
 	"unsafe"
 
+	_ "collmux/cuda" // the C of the library's components, linked in
 	"collmux/dispatch"
 	"collmux/fused"
+	_ "collmux/gate"
+	_ "collmux/internal/cmx"
 	"collmux/internal/units"
 	"collmux/mpi"
+	_ "collmux/nccl"
+	_ "collmux/staged"
 	"collmux/stats"
 	"collmux/topo/nvlink"
 )
@@ -65,6 +72,11 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	}[c.FusedAlgo]
 	for _, w := range c.Warnings {
 		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
+	}
+	if firstRank() { // a misspelt variable is the same on every rank: say it once
+		for _, w := range dispatch.UnknownVars(os.Environ()) {
+			fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
+		}
 	}
 	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
 		fatalf("COLLMUX_NCCL_LIB is longer than %d bytes", len(cfg.nccl_lib)-1)
@@ -110,6 +122,17 @@ func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
 // keeps them, with the defaults and tuning table in front, until every
 // rank has agreed; it returns 0 and the staged set's hash, or -1.
 //
+// firstRank reports whether the launcher says this process is rank 0 of
+// the job (or says nothing): start-up runs before MPI can tell.
+func firstRank() bool {
+	for _, v := range []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"} {
+		if r := os.Getenv(v); r != "" {
+			return r == "0"
+		}
+	}
+	return true
+}
+
 //export collmux_go_stage_rules
 func collmux_go_stage_rules(s *C.char, hash *C.uint32_t) C.int {
 	user, err := dispatch.ParseRules(C.GoString(s), "collmux_set_rules")

@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 package main
 
 /*

@@ -169,7 +169,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Log = LogLevel(log)
-	c.Check = isTrue(strings.TrimSpace(getenv("COLLMUX_CHECK")))
+	if c.Check, err = boolVar(getenv, "COLLMUX_CHECK"); err != nil {
+		return c, err
+	}
 	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
 	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", DefaultTimeout, 1, 1<<30, "a positive number of seconds"); err != nil {
 		return c, err
@@ -230,11 +232,24 @@ func choiceVar(getenv func(string) string, name string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
-	if i := slices.Index(values, v); i >= 0 {
-		return i, nil
+	if i := slices.IndexFunc(values, func(x string) bool { return strings.EqualFold(x, v) }); i >= 0 {
+		return i, nil // any case: COLLMUX_LOG=INFO
 	}
 	last := len(values) - 1
 	return 0, fmt.Errorf("%s=%q: want %s or %s", name, v, strings.Join(values[:last], ", "), values[last])
+}
+
+// boolVar reads a boolean variable (unset is false); the C side reads
+// COLLMUX_DISABLE with the same grammar (capi/init.c, env_bool).
+func boolVar(getenv func(string) string, name string) (bool, error) {
+	switch v := strings.TrimSpace(getenv(name)); {
+	case v == "" || isFalse(v):
+		return false, nil
+	case isTrue(v):
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want a boolean (1/0, true/false, yes/no, on/off)", name, v)
+	}
 }
 
 func isTrue(v string) bool {

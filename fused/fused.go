@@ -28,12 +28,12 @@ import (
 //go:embed kernels.cu
 var Source string
 
-// Collectives are those the kernels implement (capi/fused.c takes only
+// Collectives are those the kernels implement (fused/host.c takes only
 // these); for any other, the fused backend falls back to NCCL.
 var Collectives = []string{"allreduce", "allgather", "alltoall", "bcast"}
 
-// SlotBytes is what the fused workspace holds of one call (capi/fused.h
-// SLOT, which capi/fused_plan.c checks); larger calls go to NCCL.
+// SlotBytes is what the fused workspace holds of one call (fused/fused.h
+// SLOT, which fused/plan.c checks); larger calls go to NCCL.
 const SlotBytes = 8 << 20
 
 // Serves reports whether backend b runs collective c itself, for a message

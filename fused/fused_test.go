@@ -115,22 +115,22 @@ func TestLoadRacersCompileOnce(t *testing.T) {
 	}
 }
 
-// The kernels' limits are mirrored in capi/fused.h; a change on one side
+// The kernels' limits are mirrored in fused/fused.h; a change on one side
 // only would corrupt the workspace layout (or, for the LL batch, leave a
 // block's lines to a second batch).
 func TestSourceLimits(t *testing.T) {
-	c, err := os.ReadFile("../capi/fused.h")
+	c, err := os.ReadFile("fused.h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(c), fmt.Sprintf("#define SLOT (%du << 20)", SlotBytes>>20)) {
-		t.Error("capi/fused.h's SLOT and fused.SlotBytes disagree")
+		t.Error("fused/fused.h's SLOT and fused.SlotBytes disagree")
 	}
 	for _, pair := range [][2]string{{"#define CMX_MAX_RANKS 8", "#define MAX_RANKS 8"}, {"#define CMX_MAX_BLOCKS 64", "#define MAX_BLOCKS 64"},
 		{"#define CMX_LL_MAX (256 << 10)", "#define LL_MAX (256u << 10)"}, {"#define CMX_LL_BATCH 4", "#define LL_ONE (512 * 4 * 8)"},
 		{"enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };", "enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };"}} {
 		if !strings.Contains(Source, pair[0]) || !strings.Contains(string(c), pair[1]) {
-			t.Errorf("kernels.cu and capi/fused.h disagree on %q", pair[0])
+			t.Errorf("kernels.cu and fused/fused.h disagree on %q", pair[0])
 		}
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// The arrival gate of the device backends (capi/gate.c), compiled into
+// The arrival gate of the device backends (gate/gate.c), compiled into
 // tests/c/gatetest.c and run over real MPI on 3 ranks: the order it
 // enforces, its timeout and what the late rank sees, and where there is no
 // gate (below MPI_THREAD_MULTIPLE, ranks on two nodes).
 func TestArrivalGate(t *testing.T) {
-	capi := filepath.Join(repoRoot(), "capi")
+	inc := "-I" + filepath.Join(repoRoot(), "internal", "cmx")
 	cases := []struct {
 		mode   string
 		env    map[string]string
@@ -28,7 +28,7 @@ func TestArrivalGate(t *testing.T) {
 		{"nodes", map[string]string{"GATETEST_NODES": "2"}, nil},
 	}
 	for _, m := range impls(t) {
-		prog := program(t, m, "gatetest.c", "gatetest", filepath.Join(capi, "gate.c"), "-I"+capi)
+		prog := program(t, m, "gatetest.c", "gatetest", filepath.Join(repoRoot(), "gate", "gate.c"), inc)
 		for _, tc := range cases {
 			t.Run(m.name+"/"+tc.mode, func(t *testing.T) {
 				out, errs, err := run(t, m, 3, tc.env, prog, tc.mode)

@@ -10,14 +10,14 @@ import (
 	"collmux/fused"
 )
 
-// plantest runs tests/c/plantest (capi/fused_plan.c compiled in, with
+// plantest runs tests/c/plantest (fused/plan.c compiled in, with
 // the C compiler alone: no MPI; in GNU C, as cgo compiles the library) on
 // the given lines and returns its answers, one per line.
 func plantest(t *testing.T, lines []string) []string {
 	t.Helper()
-	capi := filepath.Join(repoRoot(), "capi")
-	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=gnu11", "-Wextra", "-Werror", "-I"+capi,
-		filepath.Join(capi, "fused_plan.c"))
+	fused := filepath.Join(repoRoot(), "fused")
+	bin := program(t, mpiImpl{name: "cc", mpicc: "cc"}, "plantest.c", "plantest", "-std=gnu11", "-Wextra", "-Werror", "-I"+fused,
+		"-I"+filepath.Join(repoRoot(), "internal", "cmx"), filepath.Join(fused, "plan.c"))
 	cmd := exec.Command(bin)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	out, err := cmd.Output()

@@ -9,9 +9,9 @@ import (
 // What is loaded into MPI processes stays lean: libcollmux.so depends on
 // the standard library and golang.org/x/sys only. (go-nvml is kept out: its
 // cgo leaves nvml* symbols undefined in a shared object, so programs could
-// not link libcollmux; the library asks NVML through capi/nvml.c.)
+// not link libcollmux; the library asks NVML through cuda/nvml.c.)
 func TestLibraryDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "collmux/capi").CombinedOutput()
+	out, err := exec.Command("go", "list", "-tags", "collmux_lib", "-deps", "collmux/capi").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}

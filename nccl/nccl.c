@@ -429,7 +429,7 @@ static int event_poll(void *event, uint64_t v) { return (void)v, cmx_cuda_event_
 
 int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	if (c->inter || c->nccl_state < 0)
+	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->nccl_state < 0)
 		return 0;
 	const void *any = a->rbuf && a->rbuf != cmx_abi.in_place ? a->rbuf : a->sbuf;
 	if (c->nccl_state == 0)

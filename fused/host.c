@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 /*
  * fused.c: the fused backend. Device collectives of ranks that share a
  * node and see each other's GPUs run in one kernel (fused/kernels.cu):
@@ -16,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_cgo_export.h"
 #include "cmx.h"
 #include "fused.h"
 
@@ -432,7 +433,7 @@ void cmx_fused_release(cmx_comm *c)
 
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	if (c->inter || c->fused_state < 0)
+	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->fused_state < 0)
 		return 0;
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
 	const char *in = ip ? a->rbuf : a->sbuf;

@@ -181,6 +181,8 @@ static size_t received(const void *status, size_t len)
 /* c is NULL for point-to-point and local calls. */
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
+	if (a->mem == CMX_MEM_HOST || a->mem == CMX_MEM_MANAGED)
+		return 0; /* host-accessible: MPI reads it itself */
 	/* on an intercommunicator the reductions that scatter or scan are
 	 * left to MPI: their buffer sizes there are not what region knows */
 	if (c && c->inter && (a->coll == CMX_COLL_REDUCE_SCATTER || a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK))

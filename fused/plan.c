@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 /*
  * fused_plan.c: how the fused kernels run a call, decided only from what
  * every rank agrees on (the collective, its size, the ranks and

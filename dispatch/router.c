@@ -1,14 +1,16 @@
+//go:build collmux_lib
+
 /*
- * dispatch.c: the path of a call that does not pass straight through.
- * It decodes the call (communicator state, message size, memory kind),
- * picks a backend, runs it, and records statistics.
+ * router.c: the path of a call that does not pass straight through. It
+ * decodes the call (communicator state, message size, memory kind),
+ * picks a backend from the routes package dispatch compiled, runs it down
+ * the backend table until one takes it, and records statistics.
  */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "_cgo_export.h"
 
 #include "cmx.h"
 
@@ -22,45 +24,6 @@ int cmx_live_comms;
  * MPI_* calls; those must go straight to MPI. */
 static __thread int depth;
 
-/* Learns a communicator's shape (nodes, most ranks on a node, and, if
- * rules ask, the least NVLink class of its nodes) with one allgather. All
- * ranks reach this in the same collective call. */
-int cmx_comm_shape(cmx_comm *c)
-{
-	typedef struct {
-		char host[64];
-		int nvlink;
-	} rec;
-	rec me, *all = malloc(sizeof(rec) * (size_t)c->size);
-	if (!all)
-		return 0;
-	memset(&me, 0, sizeof me);
-	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
-	me.nvlink = cmx_cfg.nvlink_rules ? collmux_go_node_nvlink() : -1;
-	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
-		free(all);
-		return 0;
-	}
-	int nodes = 0, rpn = 0, nvlink = me.nvlink;
-	for (int i = 0; i < c->size; i++) {
-		int first = 1, here = 0;
-		for (int j = 0; j < c->size; j++) {
-			if (strcmp(all[i].host, all[j].host) == 0) {
-				here++;
-				if (j < i)
-					first = 0;
-			}
-		}
-		nodes += first;
-		rpn = here > rpn ? here : rpn;
-		nvlink = all[i].nvlink < nvlink ? all[i].nvlink : nvlink;
-	}
-	free(all);
-	c->nodes = nodes, c->rpn = rpn, c->nvlink = nvlink;
-	return 1;
-}
-
-/* Routes for a communicator's shape, learnt when it is first used. */
 static int shape_routes(cmx_comm *c)
 {
 	if (!cmx_comm_shape(c))
@@ -115,94 +78,6 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	return c;
 }
 
-/* Size of one element of dtype; predefined types need no MPI call. Derived
- * types are asked of MPI only when ask is set (after MPI accepted the call),
- * so that an invalid handle is reported by MPI's own checks, on the call. */
-int64_t cmx_type_size(cmx_h dtype, int ask)
-{
-	int kind, size;
-	if (cmx_dtype_info(dtype, &kind, &size))
-		return size;
-	if (ask && cmx_px.Type_size(dtype, &size) == 0)
-		return size;
-	return -1;
-}
-
-int cmx_move_size(cmx_h dtype)
-{
-	int kind, size;
-	return cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR ? size : 0;
-}
-
-int cmx_comm_agree(const cmx_comm *c, int ok)
-{
-	int all = 0;
-	return cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle) == 0 && all;
-}
-
-int cmx_peers(const cmx_args *a, int *nin, int *nout)
-{
-	int n = 0, inter = 0, topo = 0, me = 0, weighted = 0, rc;
-	*nin = *nout = 0;
-	switch (a->coll) {
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
-		if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
-			return rc;
-		if (topo == cmx_abi.cart) {
-			rc = cmx_px.Cartdim_get(a->comm, &n);
-			*nin = *nout = 2 * n;
-		} else if (topo == cmx_abi.graph) {
-			if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
-				rc = cmx_px.Graph_neighbors_count(a->comm, me, &n);
-			*nin = *nout = n;
-		} else if (topo == cmx_abi.dist_graph) {
-			rc = cmx_px.Dist_graph_neighbors_count(a->comm, nin, nout, &weighted);
-		} else {
-			rc = -1; /* no topology: erroneous, MPI says so on the call itself */
-		}
-		return rc;
-	}
-	if ((rc = cmx_px.Comm_test_inter(a->comm, &inter)) == 0)
-		rc = (inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
-	*nin = *nout = n;
-	return rc;
-}
-
-int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int *cart)
-{
-	int topo = 0, me = 0, rc;
-	*cart = 0;
-	if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
-		return rc;
-	if (topo == cmx_abi.cart) {
-		*cart = 1;
-		for (int d = 0; d < nin / 2 && rc == 0; d++) {
-			rc = cmx_px.Cart_shift(a->comm, d, 1, &src[2 * d], &src[2 * d + 1]);
-			dst[2 * d] = src[2 * d], dst[2 * d + 1] = src[2 * d + 1];
-		}
-		return rc;
-	}
-	if (topo == cmx_abi.graph) {
-		if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
-			rc = cmx_px.Graph_neighbors(a->comm, me, nin, src);
-		for (int j = 0; j < nout && rc == 0; j++)
-			dst[j] = src[j];
-		return rc;
-	}
-	if (topo == cmx_abi.dist_graph) {
-		/* weights are not wanted, but MPI_UNWEIGHTED differs by ABI: room
-		 * for them is always valid */
-		int *w = malloc(sizeof(int) * (size_t)(nin + nout + 2));
-		rc = w ? cmx_px.Dist_graph_neighbors(a->comm, nin, src, w, nout, dst, w + nin + 1) : -1;
-		free(w);
-		return rc;
-	}
-	return -1;
-}
 
 /* What a vector collective (alltoallw, the neighborhood ones) receives,
  * in bytes; -1 when unknown. */
@@ -395,29 +270,57 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 	return 0;
 }
 
-/* run tries the chosen backend, then the fallbacks: fused kernels fall
- * back to NCCL, a device call NCCL cannot express is staged, and what
- * staging declines goes to MPI. */
-static int run(cmx_comm *c, const cmx_args *a, int backend, int *used)
+/* The backends, in the order a call falls back through them: a call goes
+ * to the backend its route names and, if that one declines (for a reason
+ * every rank shares: the call's shape, datatype, op, memory kind, or the
+ * path being off for the communicator), to the next. The MPI takes every
+ * call. Each keeps its state of a communicator private and releases it. */
+typedef struct {
+	int id; /* CMX_BACKEND_* */
+	int (*run)(cmx_comm *c, const cmx_args *a, int *rc); /* 1: took the call, its result in *rc; 0: declines */
+	void (*release)(cmx_comm *c); /* the communicator is freed */
+	void (*finalize)(void);       /* MPI_Finalize */
+} backend;
+
+static int mpi_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	int rc = 0;
-	switch (backend) {
-	case CMX_BACKEND_FUSED:
-		if (c && a->mem == CMX_MEM_DEVICE && cmx_fused_run(c, a, &rc))
-			return *used = CMX_BACKEND_FUSED, rc;
-		/* fall through */
-	case CMX_BACKEND_NCCL:
-		if (c && cmx_nccl_run(c, a, &rc))
-			return *used = CMX_BACKEND_NCCL, rc;
-		/* fall through */
-	case CMX_BACKEND_STAGED:
-		if (a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && cmx_staged_run(c, a, &rc))
-			return *used = CMX_BACKEND_STAGED, rc;
-		/* fall through */
-	default:
-		*used = CMX_BACKEND_MPI;
-		return cmx_forward(a);
-	}
+	(void)c;
+	*rc = cmx_forward(a);
+	return 1;
+}
+
+static const backend backends[] = {
+	{CMX_BACKEND_FUSED, cmx_fused_run, cmx_fused_release, cmx_fused_release_all},
+	{CMX_BACKEND_NCCL, cmx_nccl_run, cmx_nccl_release, cmx_nccl_release_all},
+	{CMX_BACKEND_STAGED, cmx_staged_run, NULL, NULL},
+	{CMX_BACKEND_MPI, mpi_run, NULL, NULL},
+};
+#define NBACKENDS ((int)(sizeof backends / sizeof backends[0]))
+_Static_assert(NBACKENDS == (int)CMX_NBACKEND, "every backend has a place in the fallback order");
+
+static int run(cmx_comm *c, const cmx_args *a, int wanted, int *used)
+{
+	int i = 0, rc = 0;
+	while (i < NBACKENDS - 1 && backends[i].id != wanted)
+		i++;
+	for (;; i++)
+		if (backends[i].run(c, a, &rc))
+			return *used = backends[i].id, rc;
+}
+
+void cmx_backends_release(cmx_comm *c)
+{
+	for (int i = 0; i < NBACKENDS; i++)
+		if (backends[i].release)
+			backends[i].release(c);
+	cmx_gate_close(c);
+}
+
+void cmx_backends_finalize(void)
+{
+	for (int i = 0; i < NBACKENDS; i++)
+		if (backends[i].finalize)
+			backends[i].finalize();
 }
 
 /* A collective in any form. A persistent one whose buffers are on the
@@ -430,7 +333,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		refresh_routes(c);
 	a->mem = call_mem(a, c);
 	if (a->form == CMX_FORM_PERSISTENT)
-		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a);
+		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
 	int rc = 0;
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
@@ -453,7 +356,7 @@ static int solo(cmx_args *a, int *used)
 	if (a->mem != CMX_MEM_DEVICE && a->mem != CMX_MEM_MIXED)
 		return cmx_forward(a);
 	if (a->form == CMX_FORM_PERSISTENT)
-		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a);
+		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);
 	if (cmx_staged_run(NULL, a, &rc))
 		return *used = CMX_BACKEND_STAGED, rc;
 	return cmx_forward(a);
@@ -461,8 +364,8 @@ static int solo(cmx_args *a, int *used)
 
 int cmx_dispatch(cmx_args *a)
 {
-	if (cmx_cfg.disable || depth || !cmx_mpi_setup())
-		return cmx_forward(a);
+	if (cmx_cfg.disable || depth || !cmx_mpi_setup()) /* an MPI-4 persistent call the MPI lacks is still collmux's */
+		return a->form == CMX_FORM_PERSISTENT && !cmx_pmpi[a->fn] ? cmx_req_persistent(a, cmx_dispatch) : cmx_forward(a);
 	depth++;
 	a->stype = cmx_norm(a->stype);
 	a->rtype = cmx_norm(a->rtype);
@@ -484,83 +387,3 @@ int cmx_dispatch(cmx_args *a)
 	return rc;
 }
 
-/* ---- forwarding to MPI ---- */
-
-#define CMX_ERR_COUNT 2 /* MPI_ERR_COUNT in every ABI */
-
-/* narrow copies a large-count array into an int array of n entries. */
-static int *narrow(const void *arr, int n, int *ok)
-{
-	if (!arr)
-		return NULL;
-	int *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
-	if (!out) {
-		*ok = 0;
-		return NULL;
-	}
-	for (int i = 0; i < n; i++) {
-		int64_t v = ((const cmx_count *)arr)[i];
-		if (v > INT_MAX || v < INT_MIN)
-			*ok = 0;
-		out[i] = (int)v;
-	}
-	return out;
-}
-
-/* A program built against an MPI-4 header may call MPI_X_c on a library
- * without it (collmux exports every _c name). Counts that fit in an int go
- * to MPI_X; others fail with MPI_ERR_COUNT, as an MPI without large-count
- * support could only fail. */
-static int forward_narrowed(const cmx_args *a)
-{
-	cmx_args b = *a;
-	b.fn = a->fn - 1;
-	b.large = 0;
-	int nin = 0, nout = 0, me = 0, inter = 0, ok = a->scount <= INT_MAX && a->rcount <= INT_MAX, r;
-	/* the communicator is checked before the counts, as MPI checks it: a
-	 * bad one fails in these calls (its error handler called once), and
-	 * a neighborhood call without a topology goes to MPI for its error */
-	if (a->scounts || a->rcounts || !ok) {
-		if ((r = cmx_peers(a, &nin, &nout)) > 0 || (r == 0 && (r = cmx_px.Comm_rank(a->comm, &me)) != 0) ||
-		    (r == 0 && (r = cmx_px.Comm_test_inter(a->comm, &inter)) != 0))
-			return r;
-		if (r < 0) {
-			b.scounts = b.sdispls = b.rcounts = b.rdispls = NULL;
-			return cmx_forward_fn(&b);
-		}
-	}
-	/* only the arrays significant on this rank are read: a non-root's
-	 * counts of Gatherv or Scatterv may be anything */
-	const int root = inter ? a->root == cmx_abi.root : me == a->root;
-	const int rsig = a->coll != CMX_COLL_GATHERV || root, ssig = a->coll != CMX_COLL_SCATTERV || root;
-	const int aint = a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW; /* its displacements are MPI_Aint in both widths */
-	int *sc = ssig ? narrow(a->scounts, nout, &ok) : NULL, *sd = ssig && !aint ? narrow(a->sdispls, nout, &ok) : NULL;
-	int *rc = rsig ? narrow(a->rcounts, nin, &ok) : NULL, *rd = rsig && !aint ? narrow(a->rdispls, nin, &ok) : NULL;
-	if (ssig)
-		b.scounts = sc, b.sdispls = aint ? a->sdispls : sd;
-	if (rsig)
-		b.rcounts = rc, b.rdispls = aint ? a->rdispls : rd;
-	int ret = ok ? cmx_forward(&b) : cmx_error(a->comm, CMX_ERR_COUNT);
-	if (ret == 0 && a->form == CMX_FORM_NONBLOCKING && (sc || sd || rc || rd)) {
-		/* the MPI reads the arrays until the call completes: they go with
-		 * the request the caller is building, or one of their own */
-		cmx_req *e = a->entry ? a->entry : cmx_req_new(a->fn);
-		if (!e)
-			cmx_fatal("%s: out of memory", cmx_fn_names[a->fn]);
-		cmx_req_keep(e, sc), cmx_req_keep(e, sd), cmx_req_keep(e, rc), cmx_req_keep(e, rd);
-		if (!a->entry)
-			cmx_req_file(e, a->req);
-		return ret;
-	}
-	free(sc), free(sd), free(rc), free(rd);
-	return ret;
-}
-
-int cmx_forward(const cmx_args *a)
-{
-	if (CMX_LIKELY(cmx_pmpi[a->fn] != NULL))
-		return cmx_forward_fn(a);
-	if (a->form == CMX_FORM_PERSISTENT)
-		return cmx_req_persistent(a); /* an MPI-4 persistent call the MPI lacks (in this count width) */
-	return forward_narrowed(a);
-}

@@ -1,8 +1,10 @@
 /*
- * cmx.h: the C core of the interposer, shared by the generated wrappers
- * (zwrappers.c), initialisation (init.c), the dispatcher (dispatch.c) and the
- * backends. Everything here is hidden from the library's dynamic symbol
- * table except what CMX_EXPORT marks.
+ * cmx.h: the declarations the C of every folder shares: the call
+ * descriptor, the real MPI (mpi/), the configuration and state (core.c),
+ * CUDA (cuda/), the arrival gate (gate/), requests (mpi/request.c), the
+ * backends (fused/, nccl/, staged/) and the router (dispatch/). Everything
+ * is hidden from the library's dynamic symbol table except what CMX_EXPORT
+ * marks.
  *
  * Handles. One binary serves every MPI ABI, so handles cross the C boundary
  * as uintptr_t. On x86-64 (SysV) a 32-bit MPICH handle arrives in a 64-bit
@@ -41,7 +43,8 @@ enum { CMX_DCLASS_INT, CMX_DCLASS_FLOAT, CMX_DCLASS_OTHER, CMX_NDCLASS };
 /* The paths a collective can take. Values are shared with package dispatch. */
 enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND };
 
-typedef struct cmx_req cmx_req; /* a request collmux owns (requests.c) */
+typedef struct cmx_req cmx_req;   /* a request collmux owns (mpi/request.c) */
+typedef struct cmx_comm cmx_comm; /* collmux's state of a communicator (below) */
 
 /* One intercepted call, whatever its shape (filled by zwrappers.c). */
 typedef struct cmx_args {
@@ -241,6 +244,7 @@ typedef struct {
 extern cmx_state_t cmx_state;
 
 void cmx_init(void);
+void cmx_mpi_load(void); /* finds the real MPI, its ABI and its PMPI functions (mpi/pmpi.c) */
 void *cmx_mpi_sym(const char *name); /* a symbol of the real MPI library */
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -260,6 +264,8 @@ static inline int cmx_passthrough(int fn)
 }
 
 int cmx_dispatch(cmx_args *a);
+void cmx_backends_release(cmx_comm *c); /* every backend's state of c, and its gate */
+void cmx_backends_finalize(void);       /* MPI_Finalize: every backend lets go */
 int cmx_forward(const cmx_args *a);
 int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
 int cmx_mpi_setup(void);               /* keyvals and finalize hook; 0 when MPI is not usable */
@@ -275,7 +281,7 @@ int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handle
 void cmx_node_name(int rank, int size, char *buf, int len);
 
 /* ---- per-communicator state, cached as an MPI attribute ---- */
-typedef struct cmx_comm {
+struct cmx_comm {
 	cmx_h handle;
 	int size, rank, inter;
 	int nccl_state;  /* 0 not tried, 1 ready, -1 unusable */
@@ -294,7 +300,7 @@ typedef struct cmx_comm {
 	unsigned routes_gen;       /* cmx_routes_gen when routes was set */
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
 	int nvlink;                /* the least NVLink class of its nodes (nvlink.Class); -1: not learnt */
-} cmx_comm;
+};
 extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force change */
 int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */
 void cmx_set_fast_paths(void);              /* recompute forward_only / host_fast from the configuration */
@@ -423,7 +429,7 @@ static inline int64_t cmx_count_sum(const void *arr, int n, int large)
 	return s;
 }
 
-/* ---- requests (requests.c): what completion calls must know ---- */
+/* ---- requests (mpi/request.c): what completion calls must know ---- */
 /* An entry for a nonblocking call collmux finishes when it completes:
  * made before the call, filed under the request the MPI wrote to *req
  * once it succeeded, or dropped (with what it keeps) if it failed. */
@@ -441,8 +447,12 @@ void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int 
 /* *a->req: a generalized request for device work, complete once poll(arg,
  * v) returns 1 (-1: failed); drop(arg), if given, when it is released. */
 int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *));
-int cmx_req_persistent(const cmx_args *a);          /* *a->req: a persistent call collmux starts itself */
+/* *a->req: a persistent call collmux runs itself, each start calling
+ * start (the router) with the call in its nonblocking form */
+int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *));
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
+
+#include "goexports.h"
 
 /* ---- statistics ---- */
 #define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */

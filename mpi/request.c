@@ -1,5 +1,7 @@
+//go:build collmux_lib
+
 /*
- * requests.c: the requests collmux owns, and the MPI completion calls that
+ * request.c: the requests collmux owns, and the MPI completion calls that
  * must know them.
  *
  * Every request a program gets from collmux is a real MPI request, so it
@@ -55,7 +57,8 @@ struct cmx_req {
 	void *pinned;  /* its pinned host copies (cmx_pinned_get), returned to the pool */
 	size_t pinned_len;
 	/* REQ_PERSIST */
-	cmx_args args; /* the nonblocking call each start makes */
+	cmx_args args;                  /* the nonblocking call each start makes */
+	int (*start)(cmx_args *);       /* how (the router's cmx_dispatch) */
 	cmx_h inner;   /* the running start's request; request_null when inactive */
 	cmx_req *next;
 };
@@ -606,7 +609,7 @@ CMX_EXPORT int MPI_Request_free(void *req)
 /* A persistent call collmux runs itself: the program holds an anchor, a
  * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
  * soon as it starts; each start runs the call in its nonblocking form. */
-int cmx_req_persistent(const cmx_args *a)
+int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
 	cmx_req *e = cmx_req_new(a->fn);
 	if (!e)
@@ -621,6 +624,7 @@ int cmx_req_persistent(const cmx_args *a)
 	e->args.fn = cmx_fn_nb[a->fn];
 	e->args.form = CMX_FORM_NONBLOCKING;
 	e->args.req = NULL;
+	e->start = start;
 	add(e, cmx_req_get(a->req));
 	return 0;
 }
@@ -640,7 +644,7 @@ static int start(void *req)
 	} r;
 	cmx_args b = e->args;
 	b.req = &r;
-	int rc = cmx_dispatch(&b);
+	int rc = e->start(&b);
 	if (rc != 0)
 		return rc;
 	e->inner = cmx_norm(cmx_req_get(&r));

@@ -1,0 +1,11 @@
+// Package cmx holds the C core's shared declarations (cmx.h, the generated zcoll.h, goexports.h) and what every layer shares: the configuration Go sets, the process state, and reporting (core.c).
+//
+// It is C (cgo), compiled into libcollmux.so; its headers are in
+// internal/cmx.
+package cmx
+
+/*
+#cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function -I${SRCDIR}/.
+#cgo LDFLAGS: -ldl -lpthread
+*/
+import "C"

@@ -1,0 +1,20 @@
+/*
+ * goexports.h: the Go functions of package main (the //export lines of capi) that
+ * the C of other packages calls. cgo writes their declarations into capi's
+ * _cgo_export.h, which only capi's own C can include; capi/api.c includes
+ * both, so a declaration here that differs from Go's fails to compile.
+ */
+#ifndef CMX_GOEXPORTS_H
+#define CMX_GOEXPORTS_H
+
+void collmux_go_init(cmx_config *cfg, int abiC, cmx_routes *table);
+int collmux_go_stage_rules(char *s, uint32_t *hash);
+void collmux_go_commit_rules(int commit, cmx_config *cfg, cmx_routes *table);
+cmx_routes *collmux_go_routes_for(int ranks, int nodes, int rpn, int nvl);
+int collmux_go_fused_module(int arch, int driver, char *lib, char **image, size_t *size);
+int collmux_go_fused_rejected(void);
+void collmux_go_explain(int coll, int mem, uint64_t bytes, int used, int rule, int wanted);
+void collmux_go_report(uint64_t *counters, int32_t *rules, int ranks);
+int collmux_go_node_nvlink(void);
+
+#endif

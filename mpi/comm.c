@@ -1,0 +1,139 @@
+//go:build collmux_lib
+
+/*
+ * comm.c: what collmux asks MPI about a call's handles: a communicator's
+ * shape and neighbours, how many blocks a call's arrays hold, datatype
+ * sizes, and agreement among a communicator's ranks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmx.h"
+
+/* Learns a communicator's shape (nodes, most ranks on a node, and, if
+ * rules ask, the least NVLink class of its nodes) with one allgather. All
+ * ranks reach this in the same collective call. */
+int cmx_comm_shape(cmx_comm *c)
+{
+	typedef struct {
+		char host[64];
+		int nvlink;
+	} rec;
+	rec me, *all = malloc(sizeof(rec) * (size_t)c->size);
+	if (!all)
+		return 0;
+	memset(&me, 0, sizeof me);
+	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+	me.nvlink = cmx_cfg.nvlink_rules ? collmux_go_node_nvlink() : -1;
+	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
+		free(all);
+		return 0;
+	}
+	int nodes = 0, rpn = 0, nvlink = me.nvlink;
+	for (int i = 0; i < c->size; i++) {
+		int first = 1, here = 0;
+		for (int j = 0; j < c->size; j++) {
+			if (strcmp(all[i].host, all[j].host) == 0) {
+				here++;
+				if (j < i)
+					first = 0;
+			}
+		}
+		nodes += first;
+		rpn = here > rpn ? here : rpn;
+		nvlink = all[i].nvlink < nvlink ? all[i].nvlink : nvlink;
+	}
+	free(all);
+	c->nodes = nodes, c->rpn = rpn, c->nvlink = nvlink;
+	return 1;
+}
+
+/* Routes for a communicator's shape, learnt when it is first used. */
+/* Size of one element of dtype; predefined types need no MPI call. Derived
+ * types are asked of MPI only when ask is set (after MPI accepted the call),
+ * so that an invalid handle is reported by MPI's own checks, on the call. */
+int64_t cmx_type_size(cmx_h dtype, int ask)
+{
+	int kind, size;
+	if (cmx_dtype_info(dtype, &kind, &size))
+		return size;
+	if (ask && cmx_px.Type_size(dtype, &size) == 0)
+		return size;
+	return -1;
+}
+
+int cmx_move_size(cmx_h dtype)
+{
+	int kind, size;
+	return cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR ? size : 0;
+}
+
+int cmx_comm_agree(const cmx_comm *c, int ok)
+{
+	int all = 0;
+	return cmx_px.Allreduce(&ok, &all, 1, cmx_abi.int_, cmx_abi.op_min, c->handle) == 0 && all;
+}
+
+int cmx_peers(const cmx_args *a, int *nin, int *nout)
+{
+	int n = 0, inter = 0, topo = 0, me = 0, weighted = 0, rc;
+	*nin = *nout = 0;
+	switch (a->coll) {
+	case CMX_COLL_NEIGHBOR_ALLGATHER:
+	case CMX_COLL_NEIGHBOR_ALLGATHERV:
+	case CMX_COLL_NEIGHBOR_ALLTOALL:
+	case CMX_COLL_NEIGHBOR_ALLTOALLV:
+	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+		if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
+			return rc;
+		if (topo == cmx_abi.cart) {
+			rc = cmx_px.Cartdim_get(a->comm, &n);
+			*nin = *nout = 2 * n;
+		} else if (topo == cmx_abi.graph) {
+			if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
+				rc = cmx_px.Graph_neighbors_count(a->comm, me, &n);
+			*nin = *nout = n;
+		} else if (topo == cmx_abi.dist_graph) {
+			rc = cmx_px.Dist_graph_neighbors_count(a->comm, nin, nout, &weighted);
+		} else {
+			rc = -1; /* no topology: erroneous, MPI says so on the call itself */
+		}
+		return rc;
+	}
+	if ((rc = cmx_px.Comm_test_inter(a->comm, &inter)) == 0)
+		rc = (inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
+	*nin = *nout = n;
+	return rc;
+}
+
+int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int *cart)
+{
+	int topo = 0, me = 0, rc;
+	*cart = 0;
+	if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
+		return rc;
+	if (topo == cmx_abi.cart) {
+		*cart = 1;
+		for (int d = 0; d < nin / 2 && rc == 0; d++) {
+			rc = cmx_px.Cart_shift(a->comm, d, 1, &src[2 * d], &src[2 * d + 1]);
+			dst[2 * d] = src[2 * d], dst[2 * d + 1] = src[2 * d + 1];
+		}
+		return rc;
+	}
+	if (topo == cmx_abi.graph) {
+		if ((rc = cmx_px.Comm_rank(a->comm, &me)) == 0)
+			rc = cmx_px.Graph_neighbors(a->comm, me, nin, src);
+		for (int j = 0; j < nout && rc == 0; j++)
+			dst[j] = src[j];
+		return rc;
+	}
+	if (topo == cmx_abi.dist_graph) {
+		/* weights are not wanted, but MPI_UNWEIGHTED differs by ABI: room
+		 * for them is always valid */
+		int *w = malloc(sizeof(int) * (size_t)(nin + nout + 2));
+		rc = w ? cmx_px.Dist_graph_neighbors(a->comm, nin, src, w, nout, dst, w + nin + 1) : -1;
+		free(w);
+		return rc;
+	}
+	return -1;
+}

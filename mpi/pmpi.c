@@ -1,0 +1,297 @@
+//go:build collmux_lib
+
+/*
+ * pmpi.c: the real MPI underneath: finding its library (also when it was
+ * loaded RTLD_LOCAL), recognising its ABI, resolving the PMPI functions,
+ * and decoding predefined handles from the tables of package mpi
+ * (zabi.c).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmx.h"
+
+cmx_abi_t cmx_abi;
+cmx_pmpi_extra_t cmx_px;
+void *cmx_pmpi[CMX_NFN];
+
+static void *mpi_lib; /* dlopen handle of the library that defines PMPI_Init */
+
+/* ---- locating libmpi ---- */
+
+/* A library loaded RTLD_LOCAL (as Python loads extension modules and their
+ * libmpi) is invisible to RTLD_NEXT, so when that fails every loaded object
+ * is asked in turn, through a no-load dlopen of its own name. */
+struct lib_search {
+	void *self, *found;
+};
+
+static int find_in_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct lib_search *s = data;
+	(void)size;
+	if (!info->dlpi_name || !info->dlpi_name[0])
+		return 0;
+	void *h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return 0;
+	if (h != s->self && dlsym(h, "PMPI_Init")) {
+		s->found = h;
+		return 1;
+	}
+	dlclose(h);
+	return 0;
+}
+
+static void *find_mpi_library(void)
+{
+	void *h = NULL;
+	void *p = dlsym(RTLD_NEXT, "PMPI_Init");
+	Dl_info di;
+	if (p && dladdr(p, &di) && di.dli_fname)
+		h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h) {
+		struct lib_search s = {NULL, NULL};
+		if (dladdr((void *)&cmx_mpi_load, &di))
+			s.self = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+		dl_iterate_phdr(find_in_object, &s);
+		h = s.found;
+	}
+	if (h && dladdr(dlsym(h, "PMPI_Init"), &di))
+		cmx_abi.lib = di.dli_fname;
+	return h;
+}
+
+void *cmx_mpi_sym(const char *name) { return mpi_lib ? dlsym(mpi_lib, name) : NULL; }
+
+/* ---- decoding predefined handles ---- */
+
+#define CMX_HSLOTS 256
+typedef struct {
+	cmx_h h;
+	uint8_t used, kind, size;
+} hent;
+static hent dt_hash[CMX_HSLOTS], op_hash[CMX_HSLOTS];
+
+static unsigned hslot(cmx_h h) { return (unsigned)((h * 0x9E3779B97F4A7C15ull) >> 56); }
+
+static void hput(hent *t, cmx_h h, uint8_t kind, uint8_t size)
+{
+	unsigned i = hslot(h);
+	while (t[i].used && t[i].h != h)
+		i = (i + 1) % CMX_HSLOTS;
+	t[i] = (hent){h, 1, kind, size};
+}
+
+static const hent *hget(const hent *t, cmx_h h)
+{
+	for (unsigned i = hslot(h);; i = (i + 1) % CMX_HSLOTS) {
+		if (!t[i].used)
+			return NULL;
+		if (t[i].h == h)
+			return &t[i];
+	}
+}
+
+int cmx_dtype_info(cmx_h dtype, int *kind, int *size)
+{
+	const hent *e = hget(dt_hash, cmx_norm(dtype));
+	if (!e)
+		return 0;
+	*kind = e->kind;
+	*size = e->size;
+	return 1;
+}
+
+int cmx_op_info(cmx_h op)
+{
+	const hent *e = hget(op_hash, cmx_norm(op));
+	return e ? e->kind : CMX_OP_USER;
+}
+
+/* Address of an Open MPI predefined object. A program linked against libmpi
+ * may hold it through a copy relocation (the object then lives in the
+ * executable, and that copy is the handle everyone passes), so global scope
+ * is asked first and the library itself only when it was loaded locally. */
+static cmx_h ompi_object(const char *name)
+{
+	void *p = dlsym(RTLD_DEFAULT, name);
+	return (cmx_h)(p ? p : dlsym(mpi_lib, name));
+}
+
+/* handle of a predefined object in the ABI in force; 0 when it has none */
+static cmx_h predef_handle(const cmx_predef *p)
+{
+	switch (cmx_abi.abi) {
+	case CMX_ABI_STANDARD:
+		return p->std;
+	case CMX_ABI_OPENMPI:
+		return p->ompi && p->ompi[0] ? ompi_object(p->ompi) : 0;
+	default:
+		return p->mpich;
+	}
+}
+
+static cmx_h predef_by_name(const cmx_predef *tab, const char *name)
+{
+	for (; tab->name; tab++)
+		if (strcmp(tab->name, name) == 0)
+			return predef_handle(tab);
+	return 0;
+}
+
+static void detect_abi(void)
+{
+	int major = -1, minor = -1;
+	int (*abi_version)(int *, int *) = (int (*)(int *, int *))dlsym(mpi_lib, "MPI_Abi_get_version");
+	const cmx_abi_consts *k;
+	/* The standard ABI is checked first: Open MPI's libmpi_abi also carries
+	 * ompi_* symbols underneath. */
+	if (abi_version && abi_version(&major, &minor) == 0 && major > 0) {
+		cmx_abi.abi = CMX_ABI_STANDARD;
+		k = &cmx_consts_mpi_abi;
+	} else if (dlsym(mpi_lib, "ompi_mpi_comm_self")) {
+		cmx_abi.abi = CMX_ABI_OPENMPI;
+		k = &cmx_consts_openmpi;
+	} else {
+		cmx_abi.abi = CMX_ABI_MPICH;
+		cmx_abi.int_handles = 1;
+		k = &cmx_consts_mpich;
+	}
+	cmx_abi.in_place = (const void *)(intptr_t)k->in_place;
+	cmx_abi.root = k->root;
+	cmx_abi.proc_null = k->proc_null;
+	cmx_abi.err_other = k->err_other;
+	cmx_abi.status_ignore = (const void *)(intptr_t)k->status_ignore;
+	cmx_abi.status_size = k->status_size;
+	cmx_abi.cart = k->cart, cmx_abi.graph = k->graph, cmx_abi.dist_graph = k->dist_graph;
+	if (cmx_abi.abi == CMX_ABI_OPENMPI) {
+		cmx_abi.comm_world = ompi_object("ompi_mpi_comm_world");
+		cmx_abi.comm_self = ompi_object("ompi_mpi_comm_self");
+		cmx_abi.comm_null = ompi_object("ompi_mpi_comm_null");
+		cmx_abi.dtype_null = ompi_object("ompi_mpi_datatype_null");
+		cmx_abi.op_null = ompi_object("ompi_mpi_op_null");
+		cmx_abi.request_null = ompi_object("ompi_request_null");
+	} else {
+		cmx_abi.comm_world = k->comm_world;
+		cmx_abi.comm_self = k->comm_self;
+		cmx_abi.comm_null = k->comm_null;
+		cmx_abi.dtype_null = k->dtype_null;
+		cmx_abi.op_null = k->op_null;
+		cmx_abi.request_null = k->request_null;
+	}
+	for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
+		cmx_h h = predef_handle(p);
+		if (h)
+			hput(dt_hash, h, p->kind, p->size);
+	}
+	for (const cmx_predef *p = cmx_predef_ops; p->name; p++) {
+		cmx_h h = predef_handle(p);
+		if (h)
+			hput(op_hash, h, p->kind, 0);
+	}
+	cmx_abi.uint64 = predef_by_name(cmx_predef_dtypes, "MPI_UINT64_T");
+	cmx_abi.byte = predef_by_name(cmx_predef_dtypes, "MPI_BYTE");
+	cmx_abi.int_ = predef_by_name(cmx_predef_dtypes, "MPI_INT");
+	cmx_abi.op_sum = predef_by_name(cmx_predef_ops, "MPI_SUM");
+	cmx_abi.op_min = predef_by_name(cmx_predef_ops, "MPI_MIN");
+	cmx_abi.op_max = predef_by_name(cmx_predef_ops, "MPI_MAX");
+}
+
+#define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
+
+static void resolve_pmpi(void)
+{
+	char name[64];
+	for (int i = 0; i < CMX_NFN; i++) {
+		snprintf(name, sizeof name, "P%s", cmx_fn_names[i]);
+		cmx_pmpi[i] = dlsym(mpi_lib, name);
+	}
+	RESOLVE(Init);
+	RESOLVE(Init_thread);
+	RESOLVE(Query_thread);
+	RESOLVE(Initialized);
+	RESOLVE(Finalized);
+	RESOLVE(Comm_size);
+	RESOLVE(Comm_rank);
+	RESOLVE(Comm_test_inter);
+	RESOLVE(Comm_remote_size);
+	RESOLVE(Comm_create_keyval);
+	RESOLVE(Comm_set_attr);
+	RESOLVE(Comm_get_attr);
+	RESOLVE(Type_size);
+	RESOLVE(Reduce);
+	RESOLVE(Abort);
+	RESOLVE(Comm_call_errhandler);
+	RESOLVE(Bcast);
+	RESOLVE(Allreduce);
+	RESOLVE(Allgather);
+	RESOLVE(Type_get_extent);
+	RESOLVE(Type_get_true_extent);
+	RESOLVE(Send_init);
+	RESOLVE(Start);
+	RESOLVE(Startall);
+	RESOLVE(Wait);
+	RESOLVE(Test);
+	RESOLVE(Waitall);
+	RESOLVE(Testall);
+	RESOLVE(Waitany);
+	RESOLVE(Testany);
+	RESOLVE(Waitsome);
+	RESOLVE(Testsome);
+	RESOLVE(Request_get_status);
+	RESOLVE(Request_free);
+	RESOLVE(Cancel);
+	RESOLVE(Grequest_start);
+	RESOLVE(Grequest_complete);
+	RESOLVE(Status_set_elements);
+	RESOLVE(Status_set_cancelled);
+	RESOLVE(Test_cancelled);
+	RESOLVE(Get_count);
+	RESOLVE(Topo_test);
+	RESOLVE(Cartdim_get);
+	RESOLVE(Graph_neighbors_count);
+	RESOLVE(Dist_graph_neighbors_count);
+	RESOLVE(Cart_shift);
+	RESOLVE(Graph_neighbors);
+	RESOLVE(Dist_graph_neighbors);
+	RESOLVE(Comm_f2c);
+	RESOLVE(Type_f2c);
+	RESOLVE(Op_f2c);
+	/* the base (int-count) functions exist in every MPI collmux supports,
+	 * except the MPI-4 persistent collectives, which collmux provides */
+	for (int i = 0; i < CMX_NFN; i += 2)
+		if (!cmx_pmpi[i] && cmx_fn_nb[i] < 0)
+			cmx_fatal("the MPI library %s lacks P%s", cmx_abi.lib ? cmx_abi.lib : "?", cmx_fn_names[i]);
+}
+
+void cmx_node_name(int rank, int size, char *buf, int len)
+{
+	const char *topo = getenv("COLLMUX_TOPO_OVERRIDE");
+	int nodes = topo ? atoi(topo) : 1;
+	memset(buf, 0, (size_t)len);
+	gethostname(buf, (size_t)len - 8);
+	if (nodes > 1)
+		snprintf(buf + strlen(buf), 8, "#%d", rank * nodes / size);
+}
+
+int cmx_error(cmx_h comm, int code)
+{
+	cmx_px.Comm_call_errhandler(comm, code);
+	return code;
+}
+
+void cmx_mpi_load(void)
+{
+	mpi_lib = find_mpi_library();
+	if (!mpi_lib)
+		cmx_fatal("no MPI library is loaded in this process (no PMPI_Init found); "
+			  "collmux must be preloaded into an MPI program");
+	detect_abi();
+	resolve_pmpi();
+}
