@@ -1,3 +1,5 @@
+//go:build collmux_lib
+
 /*
  * signals.c: a fault in the program reaches the program's and the MPI's own
  * handlers as it does without collmux.
