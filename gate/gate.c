@@ -33,11 +33,22 @@
 
 #include "cmx.h"
 
-#define ABANDONED (1ull << 63) /* a rank gave up on the call it holds */
-
 typedef struct {
 	_Alignas(64) uint64_t seq; /* the last call the rank entered */
 } slot_t;
+
+/* Whether a call goes ahead is one decision all ranks read: the verdict
+ * word after the ranks' slots holds the number of the last call decided,
+ * the rank that decided it and how. The first rank to see every rank in
+ * the call sets GO; the first to run out of time (or to fail before the
+ * call) sets ABORT; whoever is second reads the first's. Were each rank
+ * to judge alone, one could pass a call a peer has just given up on, and
+ * then wait forever on the GPU for it. */
+enum { GO = 1, ABORT = 2 };
+#define VERDICT(seq, rank, how) ((seq) << 18 | (uint64_t)(rank) << 2 | (how))
+#define VERDICT_SEQ(v) ((v) >> 18)
+#define VERDICT_RANK(v) ((int)((v) >> 2 & 0xffff))
+#define VERDICT_HOW(v) ((int)((v)&3))
 
 struct cmx_gate {
 	slot_t *slot;
@@ -64,7 +75,7 @@ static struct cmx_gate *gate_open(cmx_comm *c)
 		char name[48];
 		int ok;
 	} msg = {{0}, 0};
-	size_t len = ((size_t)c->size * sizeof(slot_t) + 4095) & ~(size_t)4095;
+	size_t len = ((size_t)(c->size + 1) * sizeof(slot_t) + 4095) & ~(size_t)4095; /* the slots, then the verdict */
 	int fd = -1;
 	if (c->rank == 0) {
 		snprintf(msg.name, sizeof msg.name, "/collmux-gate-%016llx", (unsigned long long)cmx_nonce());
@@ -121,25 +132,24 @@ void cmx_gate_arrive(cmx_gate *g)
 		__atomic_store_n(&g->slot[g->me].seq, ++g->seq, __ATOMIC_RELEASE);
 }
 
-/* Waits for rank p to enter the gate's current call: 1 when it has, 0
- * after the time limit (counted from *start, set at the first check), -1
- * when p gave up on the call. */
-static int await_rank(const cmx_gate *g, int p, uint64_t *start)
+static uint64_t *verdict(const cmx_gate *g) { return &g->slot[g->n].seq; }
+
+/* Decides the current call (how: GO or ABORT) unless a rank already has;
+ * returns the verdict that holds. */
+static uint64_t decide(cmx_gate *g, int how)
 {
-	for (unsigned spins = 1;; spins++) {
-		uint64_t v = __atomic_load_n(&g->slot[p].seq, __ATOMIC_ACQUIRE);
-		if (v & ABANDONED)
-			return -1;
-		if (v >= g->seq)
-			return 1;
-		if (spins % 1024 == 0) {
-			uint64_t t = cmx_now_ns();
-			*start = *start ? *start : t;
-			if (t - *start > (uint64_t)cmx_cfg.timeout * 1000000000ull)
-				return 0;
-		}
-		cmx_cpu_relax();
-	}
+	uint64_t want = VERDICT(g->seq, g->me, how), old = __atomic_load_n(verdict(g), __ATOMIC_ACQUIRE);
+	while (VERDICT_SEQ(old) < g->seq && !__atomic_compare_exchange_n(verdict(g), &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return VERDICT_SEQ(old) < g->seq ? want : old;
+}
+
+static int all_arrived(const cmx_gate *g)
+{
+	for (int p = 0; p < g->n; p++)
+		if (__atomic_load_n(&g->slot[p].seq, __ATOMIC_ACQUIRE) < g->seq)
+			return 0;
+	return 1;
 }
 
 int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready)
@@ -152,26 +162,46 @@ int cmx_gate_wait(cmx_gate *g, const cmx_args *a, int ready)
 			g->n);
 		return 0;
 	}
-	uint64_t start = 0;
-	int p = 0, r = ready ? 1 : -2;
-	for (; p < g->n && r == 1; p++)
-		r = await_rank(g, p, &start);
-	if (r == 1)
+	const uint64_t limit = (uint64_t)cmx_cfg.timeout * 1000000000ull;
+	uint64_t start = 0, v = 0;
+	int timed_out = 0;
+	for (unsigned spins = 1;; spins++) {
+		v = __atomic_load_n(verdict(g), __ATOMIC_ACQUIRE);
+		if (VERDICT_SEQ(v) >= g->seq)
+			break;
+		if (!ready) {
+			v = decide(g, ABORT);
+			break;
+		}
+		if (all_arrived(g)) {
+			v = decide(g, GO);
+			break;
+		}
+		if (spins % 1024 == 0) {
+			uint64_t t = cmx_now_ns();
+			start = start ? start : t;
+			if (t - start > limit) {
+				timed_out = 1;
+				v = decide(g, ABORT);
+				break;
+			}
+		}
+		cmx_cpu_relax();
+	}
+	if (VERDICT_HOW(v) == GO)
 		return 1;
-	/* this rank gives up too, and says so in its slot: peers that arrive
-	 * later fail at once rather than match this call with their next */
+	/* the counters no longer match calls: later ones fail at once */
 	g->broken = 1;
-	__atomic_store_n(&g->slot[g->me].seq, g->seq | ABANDONED, __ATOMIC_RELEASE);
-	if (r == -2)
+	if (!ready)
 		return 0; /* this rank failed before the call: the caller says why */
-	if (r == -1) {
-		fprintf(stderr, "collmux: %s on rank %d of %d: rank %d gave up on this call\n", fn, g->me, g->n, p - 1);
+	if (!timed_out) {
+		fprintf(stderr, "collmux: %s on rank %d of %d: rank %d gave up on this call\n", fn, g->me, g->n, VERDICT_RANK(v));
 		return 0;
 	}
 	char missing[256] = "";
 	size_t len = 0;
 	for (int q = 0; q < g->n && len < sizeof missing - 16; q++)
-		if ((__atomic_load_n(&g->slot[q].seq, __ATOMIC_ACQUIRE) & ~ABANDONED) < g->seq)
+		if (__atomic_load_n(&g->slot[q].seq, __ATOMIC_ACQUIRE) < g->seq)
 			len += (size_t)snprintf(missing + len, sizeof missing - len, " %d", q);
 	/* one write, so that the ranks' reports do not interleave */
 	fprintf(stderr, "collmux: %s on rank %d of %d: ranks%s%s did not arrive within COLLMUX_TIMEOUT=%d s; device collectives on this communicator now fail\n",

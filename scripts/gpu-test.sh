@@ -174,7 +174,7 @@ if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu -lcuda && $B/launch_floor | tee "$OUT/launch-floor.txt"
   $CUDA/bin/nvcc -O2 -arch=native -o $B/sync_costs bench/sync_costs.cu && $B/sync_costs | tee "$OUT/sync-costs.txt"
   # one run: NCCL directly, the default policy, staged, fused and NCCL (through collmux) alone
-  timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench $((1 << 30)) collmux= staged="*:cuda:*:staged@$((64 << 20))" \
+  timeout 590 mpirun -np "$NGPU" "${X[@]}" $B/gpu_bench ${BENCH_MAX:-$((1 << 30))} collmux= staged="*:cuda:*:staged@$((64 << 20))" \
     fused="*:cuda:*:fused@$((8 << 20))" ncclpath="*:cuda:*:nccl@$((1 << 20))" > "$OUT/bench.csv" 2> $B/bench.err || tail $B/bench.err
   build/collmux routes > $B/routes.txt
   python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" $B/routes.txt > /dev/null

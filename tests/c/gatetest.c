@@ -1,5 +1,5 @@
 /*
- * gatetest: collmux's arrival gate (capi/gate.c, compiled into this
+ * gatetest: collmux's arrival gate (gate/gate.c, compiled into this
  * program) over real MPI, without a GPU. The few collmux internals the
  * gate uses are provided here, over MPI where they communicate. Run on 3
  * ranks with one mode:
@@ -9,6 +9,11 @@
  *   timeout  rank 1 skips call 2: ranks 0 and 2 fail it after
  *            COLLMUX_TIMEOUT (1 s here), naming rank 1; rank 1 reaching it
  *            later fails at once; call 3 then fails at once on every rank
+ *   split    the ranks' deadlines differ: rank 0 enters call 2 first and
+ *            gives up at its deadline; rank 1 arrives after that but
+ *            before rank 2's deadline. Every rank must fail the call (one
+ *            verdict for all): rank 2 going ahead would wait on the GPU
+ *            for a rank 0 that is gone
  *   single   below MPI_THREAD_MULTIPLE there is no gate
  *   nodes    ranks on two nodes: no gate
  * Prints "gatetest MODE: N ranks, F failures".
@@ -86,7 +91,8 @@ int main(int argc, char **argv)
 	cmx_comm c = {.handle = (cmx_h)MPI_COMM_WORLD, .size = size, .rank = rank};
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE};
 	cmx_gate *g = cmx_comm_gate(&c);
-	const int want_gate = (strcmp(mode, "order") == 0 || strcmp(mode, "timeout") == 0) && provided == MPI_THREAD_MULTIPLE;
+	const int want_gate = (strcmp(mode, "order") == 0 || strcmp(mode, "timeout") == 0 || strcmp(mode, "split") == 0) &&
+			      provided == MPI_THREAD_MULTIPLE;
 	if ((g != NULL) != want_gate)
 		fail(g ? "a gate where none belongs" : "no gate");
 	if (strcmp(mode, "single") != 0 && provided != MPI_THREAD_MULTIPLE && rank == 0)
@@ -135,6 +141,25 @@ int main(int argc, char **argv)
 		cmx_gate_arrive(g);
 		if (cmx_gate_wait(g, &a, 1) || now() - t0 > 0.5)
 			fail("call 3 did not fail at once");
+	}
+
+	if (g && strcmp(mode, "split") == 0) {
+		cmx_gate_arrive(g);
+		if (!cmx_gate_wait(g, &a, 1))
+			fail("call 1 failed");
+		MPI_Barrier(MPI_COMM_WORLD);
+		/* rank 0 at 0 s (deadline 1 s), rank 2 at 0.4 s (deadline 1.4 s), rank 1 at 1.2 s */
+		usleep(rank == 0 ? 0 : rank == 2 ? 400000 : 1200000);
+		cmx_gate_arrive(g);
+		int ok = cmx_gate_wait(g, &a, 1), all[64] = {0};
+		MPI_Allgather(&ok, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+		for (int p = 0; p < size && p < 64; p++)
+			if (all[p] != all[0]) {
+				fail("the ranks disagree on whether call 2 goes ahead");
+				break;
+			}
+		if (ok)
+			fail("call 2 went ahead although rank 0 had given up on it");
 	}
 
 	if (!g && !cmx_gate_wait(NULL, &a, 1))
