@@ -200,7 +200,11 @@ static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
 	case CMX_COLL_NEIGHBOR_ALLTOALLW:
 		return UINT64_MAX;
 	}
-	int64_t b = call_bytes(a, c, 0);
+	/* on device memory a derived type's size is asked of MPI, so that the
+	 * rank passing one routes by what its peers' basic types add up to
+	 * (acceptable() has turned the erroneous calls away); a host call's
+	 * handles reach MPI's checks first */
+	int64_t b = call_bytes(a, c, a->mem != CMX_MEM_HOST);
 	return b < 0 ? UINT64_MAX : (uint64_t)b;
 }
 
@@ -326,6 +330,41 @@ void cmx_backends_finalize(void)
 /* A collective in any form. A persistent one whose buffers are on the
  * device (or that the MPI lacks) is collmux's own: each start routes its
  * nonblocking form as a call of its own. */
+/* Whether a device backend may run a call on device memory: one that MPI
+ * would refuse (a root outside the communicator, a negative count or one
+ * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
+ * or op) goes to MPI, whose own checks report it before any buffer is
+ * read, and before COLLMUX_CHECK communicates (the peers of an erroneous
+ * call may not be in it). */
+static int acceptable(const cmx_args *a, const cmx_comm *c)
+{
+	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
+	if (a->scount < 0 || a->rcount < 0 || a->scount > max || a->rcount > max)
+		return 0;
+	if (a->rbuf == cmx_abi.in_place && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
+		return 0;
+	if (a->coll != CMX_COLL_BARRIER && (a->stype == cmx_abi.dtype_null || a->rtype == cmx_abi.dtype_null) &&
+	    !a->stypes && !a->rtypes)
+		return 0;
+	if (a->op == cmx_abi.op_null && a->op)
+		return 0;
+	const int rooted = a->coll == CMX_COLL_REDUCE || a->coll == CMX_COLL_BCAST || a->coll == CMX_COLL_GATHER ||
+			   a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV;
+	if (rooted && !c->inter && (a->root < 0 || a->root >= c->size))
+		return 0;
+	const int root = !c->inter && a->root == c->rank;
+	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
+				 a->coll != CMX_COLL_GATHERV || root ? a->rcounts : NULL};
+	int nin = c->size, nout = c->size;
+	if ((arrays[0] || arrays[1]) && cmx_peers(a, &nin, &nout) != 0)
+		return 0;
+	for (int w = 0; w < 2; w++)
+		for (int j = 0; arrays[w] && j < (w ? nin : nout); j++)
+			if (cmx_at(arrays[w], j, a->large) < 0 || cmx_at(arrays[w], j, a->large) > max)
+				return 0;
+	return 1;
+}
+
 static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
 {
 	cmx_comm *c = *cp = cmx_comm_get(a->comm);
@@ -335,6 +374,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
 	int rc = 0;
+	if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && !acceptable(a, c))
+		return *used = CMX_BACKEND_MPI, cmx_forward(a);
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
 		const cmx_route *r = pick(c, a, *bytes);

@@ -48,7 +48,6 @@ int cmx_comm_shape(cmx_comm *c)
 	return 1;
 }
 
-/* Routes for a communicator's shape, learnt when it is first used. */
 /* Size of one element of dtype; predefined types need no MPI call. Derived
  * types are asked of MPI only when ask is set (after MPI accepted the call),
  * so that an invalid handle is reported by MPI's own checks, on the call. */
@@ -65,7 +64,16 @@ int64_t cmx_type_size(cmx_h dtype, int ask)
 int cmx_move_size(cmx_h dtype)
 {
 	int kind, size;
-	return cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR ? size : 0;
+	if (cmx_dtype_info(dtype, &kind, &size))
+		return kind != CMX_KIND_PAIR ? size : 0;
+	/* a derived type that is one contiguous run of bytes moves as bytes,
+	 * so that a rank passing one and its peers the same signature in
+	 * basic elements take the same path */
+	cmx_aint lb = 0, ext = 0, tlb = 0, text = 0;
+	if (dtype == cmx_abi.dtype_null || cmx_px.Type_size(dtype, &size) != 0 || cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 ||
+	    cmx_px.Type_get_true_extent(dtype, &tlb, &text) != 0)
+		return 0;
+	return size > 0 && lb == 0 && tlb == 0 && ext == size && text == size ? size : 0;
 }
 
 int cmx_comm_agree(const cmx_comm *c, int ok)

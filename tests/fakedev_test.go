@@ -106,6 +106,24 @@ func TestDeviceBuffersStaged(t *testing.T) {
 				})
 			}
 		}
+		// bad arguments on device buffers: the errors MPI gives on host
+		// ones, also with COLLMUX_CHECK (which must not communicate before
+		// MPI has judged the call: rank 0 makes the bad calls alone)
+		t.Run(m.name+"/errtest", func(t *testing.T) {
+			host := program(t, m, "errtest.c", "errtest")
+			dev := deviceProgram(t, m, "errtest.c", "errtest")
+			native, errs, err := run(t, m, 2, nil, host)
+			if err != nil || !strings.Contains(native, "sum=2") {
+				t.Fatalf("native: %v\n%s\n%s", err, native, errs)
+			}
+			for _, check := range []string{"0", "1"} {
+				env, _ := preloaded(t, "LD_LIBRARY_PATH", dir, "COLLMUX_CHECK", check)
+				got, errs, err := run(t, m, 2, env, dev)
+				if err != nil || got != native {
+					t.Fatalf("device buffers under collmux, COLLMUX_CHECK=%s: %v\n%s\n%s", check, err, diff(native, got), errs)
+				}
+			}
+		})
 		// the stand-in is faithful: an MPI handed its device pointers fails
 		t.Run(m.name+"/control", func(t *testing.T) {
 			dev := deviceProgram(t, m, "colltest.c", "colltest")

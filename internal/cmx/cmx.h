@@ -395,8 +395,9 @@ void cmx_fused_release(cmx_comm *c);
 void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */
 int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
 int64_t cmx_type_size(cmx_h dtype, int ask);
-/* Element size of a plain predefined datatype, the only kind the device
- * backends move as bytes; 0 for derived and value/index pair types. */
+/* The size of one element the device backends may move as bytes: a
+ * predefined type's (not a value/index pair), or a derived type's that is
+ * one contiguous run; 0 otherwise. */
 int cmx_move_size(cmx_h dtype);
 /* How many blocks the send (*nout) and receive (*nin) arrays of a call
  * hold: the communicator's size, the remote group's on an

@@ -1,9 +1,16 @@
 /*
  * errtest: bad arguments under MPI_ERRORS_RETURN. Prints the error class
  * each call returns; run with and without collmux, the output must match.
+ * With -DCOLLTEST_CUDA the buffers are in device memory: collmux must hand
+ * the erroneous calls to MPI for its error, never run them on a device
+ * path (where a bad root would index past the ranks' workspaces).
  */
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
+#ifdef COLLTEST_CUDA
+#include <cuda_runtime.h>
+#endif
 
 static int rank;
 
@@ -20,7 +27,12 @@ static void show(const char *what, int rc)
 
 int main(int argc, char **argv)
 {
-	int size, x = 1, y = 0, buf[8] = {0};
+	int size, hx = 1, hy = 0, *x = &hx, *y = &hy, hbuf[8] = {0}, *buf = hbuf;
+#ifdef COLLTEST_CUDA
+	cudaSetDevice(0);
+	cudaMalloc((void **)&x, sizeof hx), cudaMalloc((void **)&y, sizeof hy), cudaMalloc((void **)&buf, sizeof hbuf);
+	cudaMemcpy(x, &hx, sizeof hx, cudaMemcpyHostToDevice), cudaMemcpy(buf, hbuf, sizeof hbuf, cudaMemcpyHostToDevice);
+#endif
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -30,17 +42,21 @@ int main(int argc, char **argv)
 		/* every rank gets the same error before any communication, so
 		 * rank 0 alone may make these calls without a hang */
 		show("bcast root=size", MPI_Bcast(buf, 1, MPI_INT, size, MPI_COMM_WORLD));
-		show("reduce root=-5", MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD));
-		show("allreduce datatype_null", MPI_Allreduce(&x, &y, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
-		show("allreduce op_null", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
-		show("allreduce comm_null", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL));
-		show("gather root=size", MPI_Gather(&x, 1, MPI_INT, buf, 1, MPI_INT, size, MPI_COMM_WORLD));
+		show("reduce root=-5", MPI_Reduce(x, y, 1, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD));
+		show("allreduce datatype_null", MPI_Allreduce(x, y, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
+		show("allreduce op_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
+		show("allreduce comm_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL));
+		show("allreduce recvbuf=in_place", MPI_Allreduce(x, MPI_IN_PLACE, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+		show("gather root=size", MPI_Gather(x, 1, MPI_INT, buf, 1, MPI_INT, size, MPI_COMM_WORLD));
 		show("alltoall datatype_null", MPI_Alltoall(buf, 1, MPI_DATATYPE_NULL, buf, 1, MPI_INT, MPI_COMM_WORLD));
 		show("barrier comm_null", MPI_Barrier(MPI_COMM_NULL));
 	}
-	show("allreduce ok", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	show("allreduce ok", MPI_Allreduce(x, y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+#ifdef COLLTEST_CUDA
+	cudaMemcpy(&hy, y, sizeof hy, cudaMemcpyDeviceToHost);
+#endif
 	if (rank == 0)
-		printf("sum=%d\n", y);
+		printf("sum=%d\n", hy);
 	MPI_Finalize();
 	return 0;
 }
