@@ -17,9 +17,11 @@
  * start is the nonblocking call instead (stderr says which), so stdout is
  * the same natively and under collmux, which provides them.
  *
- * Build with any mpicc; run under mpirun with any number of ranks. The
- * last line is "nbrtest: N ranks, F failures"; the exit status is non-zero
- * when any check fails on any rank.
+ * Build with any mpicc; run under mpirun with any number of ranks. An
+ * argument picks parts, comma-separated: neighbor, alltoallw,
+ * reduce_local, inter (all of them without one). The last line is
+ * "nbrtest: N ranks, F failures"; the exit status is non-zero when any
+ * check fails on any rank.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -1186,6 +1188,16 @@ static void intercomm(void)
 	MPI_Comm_free(&local);
 }
 
+/* whether part is picked by the argument (a comma-separated list) */
+static int picked(const char *list, const char *part)
+{
+	size_t n = strlen(part);
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, part, n) == 0 && (p[n] == ',' || p[n] == 0))
+			return 1;
+	return list == NULL;
+}
+
 int main(int argc, char **argv)
 {
 #ifdef COLLTEST_CUDA
@@ -1198,19 +1210,24 @@ int main(int argc, char **argv)
 	MPI_Type_vector(2, 1, 2, MPI_INT, &vec2);
 	MPI_Type_commit(&vec2);
 
-	const int periodic[2] = {1, 1}, open[2] = {1, 0};
-	topo *ts[5] = {cartesian("cart1", 1, periodic), cartesian("cart2", 2, periodic), cartesian("cart2o", 2, open), dist_graph(), graph()};
-	for (int i = 0; i < 5; i++)
-		test_topology(ts[i]);
-	nbr_alltoall_c(ts[0]);
-	nbr_alltoall_c(ts[3]);
-	for (int i = 0; i < 5; i++)
-		topo_free(ts[i]);
-
-	for (int mode = 0; mode < NMODE; mode++)
-		alltoallw(mode);
-	reduce_local();
-	intercomm();
+	const char *parts = argc > 1 ? argv[1] : NULL;
+	if (picked(parts, "neighbor")) {
+		const int periodic[2] = {1, 1}, open[2] = {1, 0};
+		topo *ts[5] = {cartesian("cart1", 1, periodic), cartesian("cart2", 2, periodic), cartesian("cart2o", 2, open), dist_graph(), graph()};
+		for (int i = 0; i < 5; i++)
+			test_topology(ts[i]);
+		nbr_alltoall_c(ts[0]);
+		nbr_alltoall_c(ts[3]);
+		for (int i = 0; i < 5; i++)
+			topo_free(ts[i]);
+	}
+	if (picked(parts, "alltoallw"))
+		for (int mode = 0; mode < NMODE; mode++)
+			alltoallw(mode);
+	if (picked(parts, "reduce_local"))
+		reduce_local();
+	if (picked(parts, "inter"))
+		intercomm();
 	MPI_Type_free(&vec2);
 
 	int total = 0;
