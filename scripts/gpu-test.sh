@@ -26,6 +26,9 @@ run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
 calls() { # calls STATS.json BACKEND -> total calls on that backend
   python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['backend']==sys.argv[2]))" "$1" "$2" 2>/dev/null || echo 0
 }
+offhost() { # offhost STATS.json FAMILY -> calls of that family on a device backend (not forwarded to MPI)
+  python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['collective']==sys.argv[2] and r['backend']!='mpi'))" "$1" "$2" 2>/dev/null || echo 0
+}
 
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -44,6 +47,8 @@ for p in nbtest p2ptest; do
   mpicc -O1 -pthread -o $B/$p tests/c/$p.c
   mpicc -O1 -pthread -DCOLLTEST_CUDA -I$CUDA/include -o $B/${p}_cuda tests/c/$p.c -L$CUDA/lib64 -lcudart
 done
+mpicc -O1 -o $B/nbrtest tests/c/nbrtest.c
+mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/nbrtest_cuda tests/c/nbrtest.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
@@ -96,6 +101,31 @@ for p in nbtest p2ptest; do
     [ $rc = 0 ] || { grep -v '^\[' $B/$p.dev.$np.err | tail -20; diff $B/$p.host.$np $B/$p.dev.$np | head -10; }
     [ $np = 1 ] && grep "^$p:" $B/$p.dev.$np.err
   done
+done
+
+# nbrtest: the neighborhood collectives (Cartesian, graph and distributed
+# graph; blocking, nonblocking, persistent), Alltoallw, Reduce_local,
+# intercommunicator collectives (non-significant buffers NULL) and the _c
+# forms on device buffers, against the host MPI's own results. stdout only:
+# stderr says which MPI-4 functions the MPI has, natively and under collmux.
+# Once checked (COLLMUX_CHECK=1), once with statistics, which must show
+# each new family on a device backend, not forwarded with device pointers.
+for np in $(seq 1 "$NGPU"); do
+  run $np $B/nbrtest > $B/nbr.host.$np 2> $B/nbr.host.$np.err
+  run $np "${X[@]}" -x COLLMUX_CHECK=1 $B/nbrtest_cuda > $B/nbr.dev.$np 2> $B/nbr.dev.$np.err
+  rc=$?
+  cmp -s $B/nbr.host.$np $B/nbr.dev.$np && grep -q "^nbrtest: $np ranks, 0 failures" $B/nbr.dev.$np && [ $rc = 0 ]
+  result $? "nbrtest on device buffers, $np ranks: neighborhood collectives in every form, Alltoallw, Reduce_local, intercommunicators: same results as host MPI (COLLMUX_CHECK=1)"
+  [ $rc = 0 ] || grep -v '^\[' $B/nbr.dev.$np.err | tail -20
+  cmp -s $B/nbr.host.$np $B/nbr.dev.$np || diff $B/nbr.host.$np $B/nbr.dev.$np | head -10
+  run $np "${X[@]}" -x COLLMUX_STATS=$B/ns.$np.json $B/nbrtest_cuda > $B/nbrs.$np 2> $B/nbrs.$np.err
+  rc=$? missing=""
+  for f in neighbor_allgather neighbor_allgatherv neighbor_alltoall neighbor_alltoallv neighbor_alltoallw alltoallw reduce_local; do
+    [ "$(offhost $B/ns.$np.json $f)" -gt 0 ] || missing="$missing $f"
+  done
+  cmp -s $B/nbr.host.$np $B/nbrs.$np && [ $rc = 0 ] && [ -z "$missing" ]
+  result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend${missing:+ (not:$missing)}"
+  [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
 done
 
 # the edges under the fused kernels (resident, then relaunched every call,
