@@ -171,7 +171,7 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
 {
 	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
-	int root = c && a->root == c->rank;
+	int root = c && (c->inter ? a->root == cmx_abi.root : a->root == c->rank);
 	int s_sig = a->sbuf && a->sbuf != cmx_abi.in_place &&
 		    !((a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV) && !root);
 	int r_sig = a->rbuf && a->rbuf != cmx_abi.in_place &&
@@ -348,9 +348,7 @@ static int acceptable(const cmx_args *a, const cmx_comm *c)
 		return 0;
 	if (a->op == cmx_abi.op_null && a->op)
 		return 0;
-	const int rooted = a->coll == CMX_COLL_REDUCE || a->coll == CMX_COLL_BCAST || a->coll == CMX_COLL_GATHER ||
-			   a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV;
-	if (rooted && !c->inter && (a->root < 0 || a->root >= c->size))
+	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return 0;
 	const int root = !c->inter && a->root == c->rank;
 	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
@@ -383,6 +381,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 			*backend = r->backend, *rule = r->rule;
 		if (cmx_cfg.check && (rc = check(a, c, *bytes)) != 0)
 			return rc;
+	} else if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED) {
+		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
 	}
 	return run(c, a, *backend, used);
 }

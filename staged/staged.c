@@ -61,8 +61,8 @@ static int region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int w
 	*lo = 1, *hi = 0;
 	if ((which ? a->rbuf : a->sbuf) == cmx_abi.in_place || (!which && ip))
 		return 1;
-	if (c && c->inter && a->root == cmx_abi.proc_null)
-		return 1; /* a rooted call's bystander in the root's group */
+	if (cmx_rooted(a->coll) && c && c->inter && a->root == cmx_abi.proc_null)
+		return 1; /* a bystander in the root's group (MPI_PROC_NULL may equal the -1 of unrooted calls) */
 	int64_t cnt = which ? a->rcount : a->scount;
 	switch (a->coll) {
 	case CMX_COLL_REDUCE:
@@ -213,11 +213,17 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * in-place contribution) goes back unchanged. */
 	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
-	const size_t total = len[0] + len[1] + 1;
+	/* the receive copy sits after the send copy, 64 bytes further where
+	 * the two would otherwise start at the same address once rebased by
+	 * their regions: an MPI takes sendbuf == recvbuf for MPI_IN_PLACE
+	 * (Open MPI's nonblocking collectives do) */
+	const size_t total = len[0] + len[1] + 65;
 	char *h = async ? cmx_pinned_get(total) : staging(total);
 	if (!h)
 		return 0;
 	char *hb[2] = {h, h + len[0]};
+	if (dev[0] && dev[1] && hb[0] - lo[0] == hb[1] - lo[1])
+		hb[1] += 64;
 	for (int w = 0; w < 2; w++)
 		if (dev[w] && !(w == 1 && trim) && !cmx_cuda_copy(hb[w], buf[w] + lo[w], len[w], NULL))
 			goto fail;

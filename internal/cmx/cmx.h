@@ -415,6 +415,13 @@ int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int 
  * it before and after any set-up step that could fail on one rank only. */
 int cmx_comm_agree(const cmx_comm *c, int ok);
 
+/* a collective with a root */
+static inline int cmx_rooted(int coll)
+{
+	return coll == CMX_COLL_REDUCE || coll == CMX_COLL_BCAST || coll == CMX_COLL_GATHER || coll == CMX_COLL_GATHERV ||
+	       coll == CMX_COLL_SCATTER || coll == CMX_COLL_SCATTERV;
+}
+
 /* i-th entry of a counts or displacements array of a call */
 static inline int64_t cmx_at(const void *arr, int i, int large)
 {
