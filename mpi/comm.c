@@ -70,7 +70,7 @@ int cmx_move_size(cmx_h dtype)
 	 * so that a rank passing one and its peers the same signature in
 	 * basic elements take the same path */
 	cmx_aint lb = 0, ext = 0, tlb = 0, text = 0;
-	if (dtype == cmx_abi.dtype_null || cmx_px.Type_size(dtype, &size) != 0 || cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 ||
+	if (!dtype || dtype == cmx_abi.dtype_null || cmx_px.Type_size(dtype, &size) != 0 || cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 ||
 	    cmx_px.Type_get_true_extent(dtype, &tlb, &text) != 0)
 		return 0;
 	return size > 0 && lb == 0 && tlb == 0 && ext == size && text == size ? size : 0;

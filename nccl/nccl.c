@@ -322,7 +322,7 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	 * is the send buffer, except in scatter, where the root passes it as
 	 * the receive buffer. */
 	const int ip_r = a->rbuf == cmx_abi.in_place;
-	int ss = ip ? 0 : cmx_move_size(a->stype), rs = ip_r ? 0 : cmx_move_size(a->rtype);
+	int ss = 0, rs = 0;
 	int root = a->root;
 	const char *sb = ip ? NULL : a->sbuf;
 	char *rb = ip_r ? NULL : a->rbuf;
@@ -344,8 +344,9 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	default:
 		return -2;
 	}
-	/* the types that matter on this rank must be plain predefined ones */
-	if ((need_s && !ss) || (need_r && !rs))
+	/* the types that matter on this rank must move as bytes (only those
+	 * are asked about: the others may be anything) */
+	if ((need_s && !(ss = cmx_move_size(a->stype))) || (need_r && !(rs = ip_r ? 0 : cmx_move_size(a->rtype))))
 		return -2;
 	if (ip && (a->coll == CMX_COLL_ALLTOALL || a->coll == CMX_COLL_ALLTOALLV)) {
 		/* in place: send from a copy of the receive buffer */
