@@ -201,14 +201,14 @@ static int enqueue_aligned(cmx_comm *c, const cmx_args *a, size_t size)
 	return r;
 }
 
-/* A neighborhood collective of plain types: one NCCL group of sends to
- * the destinations and receives from the sources. NCCL pairs the sends
- * and receives between two ranks in the order they are queued, so the
- * receives of a Cartesian dimension are queued positive direction first:
- * what a rank sends towards its negative neighbour arrives from that
- * neighbour's positive side, and a dimension of two ranks has the same
- * neighbour on both sides. In graphs, multiple edges between two ranks
- * pair in list order, as in MPI. */
+/* A neighborhood collective of plain types on a Cartesian communicator:
+ * one NCCL group of sends to the destinations and receives from the
+ * sources. Where a periodic dimension of one or two ranks makes a rank its
+ * own neighbour twice, the MPIs pair the two blocks differently (Open MPI
+ * in posting order, MPICH reversed), and graph topologies may repeat an
+ * edge on some ranks only: those are staged, so that the MPI's own
+ * pairing holds. The tests on both are the same on every rank (the
+ * dimensions; the topology kind). */
 static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
 {
 	const int ss = cmx_move_size(a->stype), rs = cmx_move_size(a->rtype), L = a->large;
@@ -222,6 +222,13 @@ static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
 		free(src);
 		return -1;
 	}
+	for (int d = 0; cart && d < nin / 2; d++)
+		if (src[2 * d] == src[2 * d + 1] && src[2 * d] != cmx_abi.proc_null)
+			cart = 0;
+	if (!cart) {
+		free(src);
+		return -2;
+	}
 	if ((r = nc.GroupStart()) != 0)
 		goto out;
 	for (int j = 0; j < nout && r == 0; j++) {
@@ -230,8 +237,7 @@ static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
 		if (dst[j] != cmx_abi.proc_null && cnt)
 			r = nc.Send(BYTES(a->sbuf, off * ss), cnt * ss, NCCL_UINT8, dst[j], c->nccl, c->stream);
 	}
-	for (int k = 0; k < nin && r == 0; k++) {
-		int j = cart ? k ^ 1 : k; /* Cartesian: each dimension's positive neighbour first */
+	for (int j = 0; j < nin && r == 0; j++) {
 		size_t cnt = v ? (size_t)cmx_at(a->rcounts, j, L) : (size_t)a->rcount;
 		size_t off = v ? (size_t)cmx_at(a->rdispls, j, L) : (size_t)j * a->rcount;
 		if (src[j] != cmx_abi.proc_null && cnt)
