@@ -16,6 +16,8 @@
  *   overlap      MPI_Iallreduce of 16 MiB, a kernel of independent work on
  *                another stream, MPI_Wait: the times alone and together
  *                and the overlap efficiency (1: the collective hid fully)
+ *   ineighbor_alltoall  16 MiB per neighbour on a line of 2 ranks, through
+ *                collmux's default (NCCL) and everything staged, us
  *   halo         Isend/Irecv of 4 faces of a given size to the other rank,
  *                Waitall, us per exchange
  *
@@ -264,6 +266,45 @@ int main(int argc, char **argv)
 			snprintf(name, sizeof name, "%s-together", p), emit("overlap", name, b, tt * 1e6, "us");
 			snprintf(name, sizeof name, "%s-efficiency", p), emit("overlap", name, b, eff, "fraction");
 		}
+	}
+
+	/* MPI_Ineighbor_alltoall on a non-periodic line of the 2 ranks (each
+	 * has one neighbour, MPI_PROC_NULL on the other side), 16 MiB per
+	 * neighbour: through collmux (NCCL), then everything staged
+	 * (collmux_set_rules), each checked against the expected data */
+	{
+		int (*set_rules)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "collmux_set_rules");
+		MPI_Comm line;
+		int dims[1] = {2}, periods[1] = {0};
+		MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &line);
+		size_t b = 16u << 20;
+		for (int pass = 0; pass < 2 && set_rules; pass++) {
+			if (pass == 1)
+				set_rules("neighbor_alltoall:cuda:*:staged");
+			/* block 0 goes to the negative neighbour, block 1 to the positive */
+			CUDA_OK(cudaMemset(s, 1 + rank, b));
+			CUDA_OK(cudaMemset(s + b, 11 + rank, b));
+			CUDA_OK(cudaMemset(r, 0, 2 * b));
+			double t = 0;
+			for (int round = 0; round < 6; round++) {
+				MPI_Request q;
+				MPI_Barrier(MPI_COMM_WORLD);
+				double t0 = now();
+				MPI_Ineighbor_alltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, line, &q);
+				MPI_Wait(&q, MPI_STATUS_IGNORE);
+				if (round)
+					t += now() - t0;
+			}
+			/* rank 0 gets rank 1's block 0 in its positive slot; rank 1 rank 0's block 1 in its negative one */
+			unsigned char got = 0, want = rank == 0 ? 1 + 1 : 11 + 0;
+			CUDA_OK(cudaMemcpy(&got, r + (rank == 0 ? b : 0) + b / 2, 1, cudaMemcpyDeviceToHost));
+			int bad = got != want, anybad = 0;
+			MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+			emit("ineighbor_alltoall", pass == 0 ? (anybad ? "collmux-WRONG" : "collmux") : (anybad ? "staged-WRONG" : "staged"), b, t / 5 * 1e6, "us");
+		}
+		if (set_rules)
+			set_rules("");
+		MPI_Comm_free(&line);
 	}
 
 	/* halo: 4 faces each way */
