@@ -16,7 +16,7 @@ func TestLoadConfig(t *testing.T) {
 		stats   StatsMode
 		path    string
 		log     LogLevel
-		timeout int // 0: the default, 300
+		timeout int // 0: the default, DefaultTimeout
 		linger  int // 0: the default, DefaultLingerUS; -1: 0
 		unord   bool
 		algo    FusedAlgo
@@ -63,7 +63,7 @@ func TestLoadConfig(t *testing.T) {
 			}
 			continue
 		}
-		timeout, linger := 300, DefaultLingerUS
+		timeout, linger := DefaultTimeout, DefaultLingerUS
 		if tc.timeout != 0 {
 			timeout = tc.timeout
 		}

@@ -20,8 +20,14 @@ type Var struct {
 	Library bool     // read by the library; the others are read by the collmux tool and the tests
 }
 
-// DefaultTimeout is COLLMUX_TIMEOUT's default, in seconds.
-const DefaultTimeout = 300
+// DefaultTimeout is COLLMUX_TIMEOUT's default, in seconds: how long a
+// device collective waits for its peers. Under MPI alone a rank waits
+// forever, so the limit only turns a hang into an error; it must outlast
+// the longest a healthy rank keeps its peers waiting, such as writing a
+// checkpoint between two collectives (PyTorch's 10-minute NCCL default is
+// often raised for that), and still free a job whose rank died within the
+// half hour.
+const DefaultTimeout = 1800
 
 // Vars are collmux's variables, in README's order. Some are read in C
 // (capi/init.c, capi/nvrtc.c) before Go is entered; they are here too, so

@@ -33,6 +33,8 @@ static struct {
 	int (*GroupEnd)(void);
 	const char *(*GetErrorString)(int);
 	int (*GetVersion)(int *);
+	int (*CommAbort)(nccl_comm);
+	int (*CommGetAsyncError)(nccl_comm, int *);
 } nc;
 
 enum { NCCL_UINT8 = 1 };
@@ -69,7 +71,7 @@ static void load(void)
 #define SYM(f) (*(void **)&nc.f = dlsym(h, "nccl" #f))
 	SYM(GetUniqueId), SYM(CommInitRank), SYM(CommDestroy), SYM(AllReduce), SYM(Reduce), SYM(Broadcast);
 	SYM(AllGather), SYM(ReduceScatter), SYM(Send), SYM(Recv), SYM(GroupStart), SYM(GroupEnd);
-	SYM(GetErrorString), SYM(GetVersion);
+	SYM(GetErrorString), SYM(GetVersion), SYM(CommAbort), SYM(CommGetAsyncError);
 #undef SYM
 	loaded = nc.GetUniqueId && nc.CommInitRank && nc.AllReduce && nc.Send && nc.Recv && nc.GroupEnd && nc.GetErrorString;
 	int v = 0;
@@ -434,6 +436,40 @@ done:
 
 static int event_poll(void *event, uint64_t v) { return (void)v, cmx_cuda_event_done(event); }
 
+enum { NCCL_IN_PROGRESS = 7, WAIT_TIMEOUT = -3 };
+
+/* Waits for a blocking call's work on the stream, but not forever: NCCL's
+ * kernels wait for peers that may never come (a rank that died or hangs,
+ * ranks that disagree). After COLLMUX_TIMEOUT seconds, or when NCCL
+ * reports an asynchronous error, the NCCL communicator is aborted
+ * (ncclCommAbort stops its kernels and returns, where ncclCommDestroy
+ * could block) and the call fails; the MPI communicator's later device
+ * calls are staged. Returns 0, an ncclResult_t, WAIT_TIMEOUT, or -1 (a
+ * CUDA error). */
+static int wait_stream(cmx_comm *c)
+{
+	const uint64_t limit = (uint64_t)cmx_cfg.timeout * 1000000000ull, start = cmx_now_ns();
+	int err = 0;
+	for (unsigned spins = 1;; spins++) {
+		int q = cmx_cuda_query(c->stream);
+		if (q != 0)
+			return q > 0 ? 0 : -1;
+		if (spins % 256 == 0) {
+			if (nc.CommGetAsyncError && nc.CommGetAsyncError(c->nccl, &err) == 0 && err != 0 && err != NCCL_IN_PROGRESS)
+				break;
+			if (cmx_now_ns() - start > limit) {
+				err = WAIT_TIMEOUT;
+				break;
+			}
+		}
+		cmx_cpu_relax();
+	}
+	if (nc.CommAbort)
+		nc.CommAbort(c->nccl);
+	c->nccl = NULL; /* aborted: not destroyed again */
+	return err;
+}
+
 int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
 	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->nccl_state < 0)
@@ -471,13 +507,20 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 		}
 		cmx_cuda_event_free(ev);
 		r = -1;
-	} else if (r == 0 && !cmx_cuda_sync(c->stream)) {
-		r = -1;
+	} else if (r == 0) {
+		r = wait_stream(c);
 	}
 	if (r != 0) {
-		if (!ready || go) /* else the gate said why */
+		if (r == WAIT_TIMEOUT)
+			fprintf(stderr, "collmux: %s on rank %d of %d: NCCL did not complete within COLLMUX_TIMEOUT=%d s (a peer never "
+					"joined the call, or died); the NCCL communicator is aborted, later device calls on this "
+					"communicator are staged\n",
+				cmx_fn_names[a->fn], c->rank, c->size, cmx_cfg.timeout);
+		else if (!ready || go) /* else the gate said why */
 			fprintf(stderr, "collmux: %s on rank %d of %d failed in NCCL: %s\n", cmx_fn_names[a->fn], c->rank, c->size,
 				r > 0 ? nc.GetErrorString(r) : "CUDA error");
+		if (!c->nccl)
+			cmx_nccl_release(c); /* aborted: the rest of its state goes too, and the path is off */
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}

@@ -197,12 +197,12 @@ func TestInfo(t *testing.T) {
 		wantErr string
 	}{
 		{name: "set and unknown", env: map[string]string{"COLLMUX_LOG": "decisions", "COLLMUX_RULES": "scan:cuda:*:nccl", "COLLMUX_LOGG": "1", "COLLMUX_LIB": "/x/lib.so"},
-			want: []string{`(?m)^COLLMUX_LOG\s+decisions\s+environment\s+what collmux`, `(?m)^COLLMUX_TIMEOUT\s+300\s+default\s`,
+			want: []string{`(?m)^COLLMUX_LOG\s+decisions\s+environment\s+what collmux`, `(?m)^COLLMUX_TIMEOUT\s+1800\s+default\s`,
 				`(?m)^COLLMUX_NVRTC_LIB\s+-\s+default\s`, `(?m)^COLLMUX_LIB\s+/x/lib.so\s+environment, not read by the library\s`,
 				`(?m)^COLLMUX_RULES\s+scan:cuda:\*:nccl\s+environment\s`, `Tuning table: none: COLLMUX_TUNING is unset`,
 				`8 built-in, 0 from the tuning table, 1 from COLLMUX_RULES\n`, `(?m)^  \*:host:\*:mpi\s+default$`, `(?m)^  scan:cuda:\*:nccl\s+COLLMUX_RULES$`,
 				`Warnings:\n  COLLMUX_LOGG is not a collmux variable; did you mean COLLMUX_LOG\?\n`}},
-		{name: "empty", env: map[string]string{"COLLMUX_TIMEOUT": ""}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+300\s+default\s`}}, // empty reads as unset
+		{name: "empty", env: map[string]string{"COLLMUX_TIMEOUT": ""}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+1800\s+default\s`}}, // empty reads as unset
 		{name: "foreign table", env: map[string]string{"COLLMUX_TUNING": table},
 			want: []string{`Tuning table: none: COLLMUX_TUNING's table is not used`, `  tuning table .* was measured on another machine`}},
 		{name: "refused value", env: map[string]string{"COLLMUX_TIMEOUT": "0"}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+0\s+environment\s`}, wantErr: "COLLMUX_TIMEOUT"},
