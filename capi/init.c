@@ -81,6 +81,44 @@ static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
 	return 0;
 }
 
+/* Statistics at finalize: the sums over MPI_COMM_WORLD reach every rank
+ * (they name the cells any rank used), then one gather brings rank 0 each
+ * rank's host name and its counters of those cells alone: rank 0 holds
+ * ranks × (CMX_HOSTLEN + 24 × cells used) bytes, not the whole table per
+ * rank. One snapshot feeds both, so the per-rank counters add up to the
+ * sums. */
+static void report_stats(void)
+{
+	enum { NCELL = CMX_NCOLL * CMX_NBACKEND * CMX_NBUCKET, HOSTW = CMX_HOSTLEN / 8 };
+	static cmx_stat mine[NCELL], total[NCELL];
+	static int32_t rules[NCELL];
+	int rank = 0, size = 1;
+	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
+	cmx_px.Comm_size(cmx_abi.comm_world, &size);
+	memcpy(mine, cmx_stats, sizeof mine);
+	if (cmx_px.Allreduce(mine, total, 3 * NCELL, cmx_abi.uint64, cmx_abi.op_sum, cmx_abi.comm_world) != 0 ||
+	    cmx_px.Reduce(cmx_stat_rule, rules, NCELL, cmx_abi.int_, cmx_abi.op_max, 0, cmx_abi.comm_world) != 0)
+		return;
+	int used = 0;
+	for (int i = 0; i < NCELL; i++)
+		used += total[i].calls != 0;
+	int words = HOSTW + 3 * used;
+	uint64_t *row = calloc((size_t)words, sizeof *row), *all = rank == 0 ? malloc((size_t)size * words * sizeof *all) : NULL;
+	if (!row || (rank == 0 && !all))
+		cmx_fatal("no memory for the statistics of %d ranks", size); /* the gather needs every rank */
+	cmx_node_name(rank, size, (char *)row, CMX_HOSTLEN);
+	for (int i = 0, j = HOSTW; i < NCELL; i++)
+		if (total[i].calls) {
+			row[j++] = mine[i].calls;
+			row[j++] = mine[i].bytes;
+			row[j++] = mine[i].ns;
+		}
+	if (cmx_px.Gather(row, words, cmx_abi.uint64, all, words, cmx_abi.uint64, 0, cmx_abi.comm_world) == 0 && rank == 0)
+		collmux_go_report(&total[0].calls, rules, size, all, used);
+	free(row);
+	free(all);
+}
+
 /* MPI deletes the attributes of MPI_COMM_SELF first thing in MPI_Finalize,
  * whichever binding called it, while MPI is still fully usable. */
 static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
@@ -88,19 +126,18 @@ static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 	(void)comm, (void)keyval, (void)val, (void)extra;
 	cmx_req_finalize();
 	cmx_backends_finalize();
-	if (cmx_cfg.stats) {
-		static cmx_stat total[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
-		int rank = 0, size = 1;
-		cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
-		cmx_px.Comm_size(cmx_abi.comm_world, &size);
-		static int32_t rules[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
-		int n = (int)(sizeof total / sizeof(uint64_t)), nr = (int)(sizeof rules / sizeof(int32_t));
-		if (cmx_px.Reduce(cmx_stats, total, n, cmx_abi.uint64, cmx_abi.op_sum, 0, cmx_abi.comm_world) == 0 &&
-		    cmx_px.Reduce(cmx_stat_rule, rules, nr, cmx_abi.int_, cmx_abi.op_max, 0, cmx_abi.comm_world) == 0 && rank == 0)
-			collmux_go_report(&total[0][0][0].calls, &rules[0][0][0], size);
-	}
+	if (cmx_cfg.stats)
+		report_stats();
 	__atomic_store_n(&cmx_state.finalized, 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Log lines name the rank in MPI_COMM_WORLD once MPI can tell it. */
+static void learn_rank(void)
+{
+	int rank = -1;
+	if (!__atomic_load_n(&cmx_state.log_rank, __ATOMIC_RELAXED) && cmx_px.Comm_rank(cmx_abi.comm_world, &rank) == 0 && rank >= 0)
+		__atomic_store_n(&cmx_state.log_rank, rank + 1, __ATOMIC_RELAXED);
 }
 
 static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -117,6 +154,7 @@ int cmx_mpi_setup(void)
 		cmx_px.Comm_create_keyval(copy_nothing, comm_state_deleted, &cmx_state.comm_keyval, NULL);
 		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
 		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);
+		learn_rank();
 		__atomic_store_n(&cmx_state.mpi_set, 1, __ATOMIC_RELEASE);
 		ok = 1;
 	}
@@ -145,13 +183,20 @@ static void check_same_rules(void)
 			  "tuning tables differ); they must be the same everywhere", rank);
 }
 
-/* MPI_Init and MPI_Init_thread are intercepted only to set collmux up on
- * every rank at the same point, so that the finalize hook (which reduces
- * statistics over MPI_COMM_WORLD) is in place everywhere. */
+/* MPI_Init and MPI_Init_thread are intercepted to set collmux up on every
+ * rank at the same point, so that the finalize hook (which gathers
+ * statistics over MPI_COMM_WORLD) is in place everywhere; and, with
+ * COLLMUX_LOG=info, for rank 0 to say once what collmux found. */
 int cmx_after_init(int rc)
 {
-	if (rc == 0 && !cmx_state.forward_only && cmx_mpi_setup())
+	if (rc != 0 || cmx_cfg.disable)
+		return rc;
+	learn_rank();
+	if (!cmx_state.forward_only && cmx_mpi_setup())
 		check_same_rules();
+	int size = 0;
+	if (cmx_cfg.log >= 1 && cmx_log_rank() == 0 && cmx_px.Comm_size(cmx_abi.comm_world, &size) == 0)
+		collmux_go_started(size);
 	return rc;
 }
 

@@ -11,6 +11,7 @@ package main
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include "cmx.h"
+#include "collmux.h"
 */
 import "C"
 
@@ -44,7 +45,7 @@ func init() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2)
 	}
-	fused.Warn = func(msg string) { fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", msg) }
+	fused.Warn = func(msg string) { logf("warning: %s", msg) }
 }
 
 var (
@@ -71,11 +72,11 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 		dispatch.AlgoAuto: C.CMX_ALGO_AUTO, dispatch.AlgoOneShot: C.CMX_ALGO_ONESHOT, dispatch.AlgoTwoShot: C.CMX_ALGO_TWOSHOT,
 	}[c.FusedAlgo]
 	for _, w := range c.Warnings {
-		fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
+		logf("warning: %s", w)
 	}
 	if firstRank() { // a misspelt variable is the same on every rank: say it once
 		for _, w := range dispatch.UnknownVars(os.Environ()) {
-			fmt.Fprintf(os.Stderr, "collmux: warning: %s\n", w)
+			logf("warning: %s", w)
 		}
 	}
 	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
@@ -137,7 +138,7 @@ func firstRank() bool {
 func collmux_go_stage_rules(s *C.char, hash *C.uint32_t) C.int {
 	user, err := dispatch.ParseRules(C.GoString(s), "collmux_set_rules")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "collmux: collmux_set_rules: %v\n", err)
+		logf("collmux_set_rules: %v", err)
 		return -1
 	}
 	pending = append(append([]dispatch.Rule(nil), config.Rules[:config.UserFrom]...), user...)
@@ -225,7 +226,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 	if dir := fused.AOTDirFor(C.GoString(lib), loadDir()); dir != "" && !skipAOT {
 		if img, path := fused.LoadAOT([]string{dir}, int(arch)); img != nil {
 			if config.Log >= dispatch.LogInfo {
-				fmt.Fprintf(os.Stderr, "collmux: fused kernels from %s (compiled ahead of time)\n", path)
+				logf("fused kernels from %s (compiled ahead of time)", path)
 			}
 			served.img, served.aot = img, true
 			*image = (*C.char)(C.CBytes(img))
@@ -256,7 +257,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 	})
 	if err != nil {
 		if config.Log >= dispatch.LogInfo {
-			fmt.Fprintf(os.Stderr, "collmux: %v\n", err)
+			logf("%v", err)
 		}
 		return 0
 	}
@@ -266,7 +267,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 		if how == fused.Private {
 			where = "not cached"
 		}
-		fmt.Fprintf(os.Stderr, "collmux: fused kernels compiled by NVRTC for sm_%d in %.1f s (%s)\n", int(arch), took.Seconds(), where)
+		logf("fused kernels compiled by NVRTC for sm_%d in %.1f s (%s)", int(arch), took.Seconds(), where)
 	}
 	served.img, served.fresh = img, how != fused.FromCache
 	if how != fused.Private {
@@ -287,13 +288,13 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 func collmux_go_fused_rejected() C.int {
 	switch {
 	case served.aot:
-		fmt.Fprintf(os.Stderr, "collmux: warning: the driver refused the fused kernels compiled ahead of time; compiling them\n")
+		logf("warning: the driver refused the fused kernels compiled ahead of time; compiling them")
 		skipAOT = true
 		return 1
 	case served.dir != "":
 		fused.Reject(served.dir, served.key, served.img)
 		if !served.fresh {
-			fmt.Fprintf(os.Stderr, "collmux: warning: the driver refused the cached fused kernels; deleted, compiling them again\n")
+			logf("warning: the driver refused the cached fused kernels; deleted, compiling them again")
 			return 1
 		}
 	}
@@ -313,20 +314,70 @@ func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.
 	if uint64(bytes) != ^uint64(0) {
 		size = units.Bytes(uint64(bytes)) + " B"
 	}
-	fmt.Fprintf(os.Stderr, "collmux[%d]: %v on %v memory, %s -> %v (%s)\n", os.Getpid(), dispatch.Coll(coll), dispatch.Mem(mem), size, dispatch.Backend(used), why)
+	logf("%v on %v memory, %s -> %v (%s)", dispatch.Coll(coll), dispatch.Mem(mem), size, dispatch.Backend(used), why)
 }
 
+// collmux_go_report writes the statistics on rank 0: counters and rules
+// are the sums over ranks (cmx_stats' layout), perRank what each rank sent:
+// its host name (CMX_HOSTLEN bytes), then {calls, bytes, ns} of each of
+// the cells that saw calls on any rank, in the order of the sums.
+//
 //export collmux_go_report
-func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int) {
-	cells := int(C.CMX_NCOLL) * int(C.CMX_NBACKEND) * int(C.CMX_NBUCKET)
-	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), cells*3)
-	ruleOf := unsafe.Slice((*int32)(unsafe.Pointer(rules)), cells)
+func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int, perRank *C.uint64_t, cells C.int) {
+	n := int(C.CMX_NCOLL) * int(C.CMX_NBACKEND) * int(C.CMX_NBUCKET)
+	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), n*3)
+	ruleOf := unsafe.Slice((*int32)(unsafe.Pointer(rules)), n)
 	r := stats.FromCounters(raw, int(C.CMX_NBUCKET), int(ranks), abi.String(), func(cell int) string {
 		return logged(int(ruleOf[cell]) - 1)
 	})
-	if err := r.Write(config.Stats == dispatch.StatsJSON, config.StatsPath); err != nil {
-		fmt.Fprintf(os.Stderr, "collmux: statistics: %v\n", err)
+	r.Version = C.GoString(C.collmux_version())
+	hostWords := int(C.CMX_HOSTLEN) / 8
+	per := unsafe.Slice((*uint64)(unsafe.Pointer(perRank)), int(ranks)*(hostWords+3*int(cells)))
+	if err := r.AddRanks(per, hostWords); err != nil {
+		logf("statistics: %v", err)
 	}
+	if err := r.Write(config.Stats == dispatch.StatsJSON, config.StatsPath); err != nil {
+		logf("statistics: %v", err)
+	}
+}
+
+// collmux_go_started says, on rank 0 at COLLMUX_LOG=info, what collmux
+// found at MPI_Init. It loads nothing: NCCL and NVRTC are looked for at
+// first use.
+//
+//export collmux_go_started
+func collmux_go_started(ranks C.int) {
+	lib := "library not found"
+	if C.cmx_abi.lib != nil {
+		lib = C.GoString(C.cmx_abi.lib)
+	}
+	gpu := "CUDA driver not found: host buffers only, no NCCL or NVRTC"
+	if C.cmx_cuda_present != 0 {
+		v := int(C.cmx_cuda_driver_version())
+		gpu = fmt.Sprintf("CUDA driver %d.%d; NCCL and NVRTC loaded at first use", v/1000, v%1000/10)
+		if config.NCCLLib != "" {
+			gpu += " (NCCL: " + config.NCCLLib + ")"
+		}
+	}
+	out := "statistics off"
+	switch {
+	case config.Stats != dispatch.StatsOff && config.StatsPath == "":
+		out = "statistics to stderr"
+	case config.Stats != dispatch.StatsOff:
+		out = "statistics to " + config.StatsPath
+	}
+	logf("collmux %s on %d ranks; MPI ABI %v (%s); %s; rules: %s; %s",
+		C.GoString(C.collmux_version()), int(ranks), abi, lib, gpu, config.RulesOrigin(), out)
+}
+
+// logf writes one line of collmux's to stderr, led by the rank once MPI is
+// initialised (the C side's cmx_log does the same) and the pid before.
+func logf(format string, args ...any) {
+	tag := fmt.Sprint(os.Getpid())
+	if r := int(C.cmx_log_rank()); r >= 0 {
+		tag = fmt.Sprintf("rank %d", r)
+	}
+	fmt.Fprintf(os.Stderr, "collmux[%s]: %s\n", tag, fmt.Sprintf(format, args...))
 }
 
 func boolC(b bool) C.int {

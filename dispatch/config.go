@@ -209,6 +209,28 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
+// RulesOrigin says where the rules in force came from, source by source
+// in order: "8 default, 2 from tuning table t.json, 1 from COLLMUX_RULES".
+func (c Config) RulesOrigin() string {
+	var parts []string
+	for i := 0; i < len(c.Rules); {
+		j := i
+		for j < len(c.Rules) && c.Rules[j].Source == c.Rules[i].Source {
+			j++
+		}
+		from := "from " + c.Rules[i].Source
+		if c.Rules[i].Source == "default" {
+			from = "default"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", j-i, from))
+		i = j
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // intVar reads the integer variable name: def when unset, an error saying
 // what it wants when not a number from lo to hi.
 func intVar(getenv func(string) string, name string, def, lo, hi int, want string) (int, error) {

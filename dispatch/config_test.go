@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +189,39 @@ func TestRulesHashDiffers(t *testing.T) {
 	})
 	if a.RulesHash() == b.RulesHash() {
 		t.Error("different rule sets hash alike")
+	}
+}
+
+// The start-up line says where the rules came from, source by source.
+func TestRulesOrigin(t *testing.T) {
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
+	table := filepath.Join(t.TempDir(), "t.json")
+	if err := (tune.Table{Version: tune.TableVersion, GPUKey: "key-here", Rules: []string{"allreduce:cuda:0-64K:fused", "bcast:cuda:*:nccl"}}).Write(table); err != nil {
+		t.Fatal(err)
+	}
+	nd := len(DefaultRules())
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"defaults", nil, fmt.Sprintf("%d default", nd)},
+		{"COLLMUX_RULES", map[string]string{"COLLMUX_RULES": "bcast:cuda:*:staged"}, fmt.Sprintf("%d default, 1 from COLLMUX_RULES", nd)},
+		{"tuning table", map[string]string{"COLLMUX_TUNING": table, "COLLMUX_RULES": "bcast:cuda:*:staged#allreduce:host:*:mpi"},
+			fmt.Sprintf("%d default, 2 from tuning table %s, 2 from COLLMUX_RULES", nd, table)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.RulesOrigin(); got != tc.want {
+				t.Errorf("RulesOrigin() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := (Config{}).RulesOrigin(); got != "none" {
+		t.Errorf("no rules: %q", got)
 	}
 }

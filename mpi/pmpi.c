@@ -231,6 +231,7 @@ static void resolve_pmpi(void)
 	RESOLVE(Bcast);
 	RESOLVE(Allreduce);
 	RESOLVE(Allgather);
+	RESOLVE(Gather);
 	RESOLVE(Type_get_extent);
 	RESOLVE(Type_get_true_extent);
 	RESOLVE(Send_init);

@@ -155,6 +155,7 @@ typedef struct {
 	int (*Bcast)(void *, int, cmx_h, int, cmx_h);
 	int (*Allreduce)(const void *, void *, int, cmx_h, cmx_h, cmx_h);
 	int (*Allgather)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h);
+	int (*Gather)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h);
 	int (*Type_get_extent)(cmx_h, cmx_aint *, cmx_aint *);
 	int (*Type_get_true_extent)(cmx_h, cmx_aint *, cmx_aint *);
 	/* requests (requests.c); MPI_Request and MPI_Status travel as void * */
@@ -240,6 +241,7 @@ typedef struct {
 	volatile int mpi_set; /* keyvals and finalize hook in place */
 	volatile int finalized;
 	int comm_keyval, self_keyval;
+	int log_rank; /* 1 + the rank in MPI_COMM_WORLD once MPI is initialised; 0 before */
 } cmx_state_t;
 extern cmx_state_t cmx_state;
 
@@ -248,6 +250,7 @@ void cmx_mpi_load(void); /* finds the real MPI, its ABI and its PMPI functions (
 void *cmx_mpi_sym(const char *name); /* a symbol of the real MPI library */
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cmx_log_rank(void); /* the rank log lines name (in MPI_COMM_WORLD); -1 before MPI is initialised */
 
 extern volatile int cmx_cuda_up; /* the process has initialised CUDA */
 int cmx_cuda_probe(void);        /* checks (and latches) cmx_cuda_up */
@@ -469,5 +472,8 @@ typedef struct {
 } cmx_stat;
 extern cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 extern int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET]; /* rule index + 1 that routed the cell's calls */
+/* At finalize each rank sends rank 0 its host name in CMX_HOSTLEN bytes
+ * (NUL-padded), then {calls, bytes, ns} of each cell with calls on any rank */
+#define CMX_HOSTLEN 72
 
 #endif

@@ -14,7 +14,8 @@ cmx_routes *collmux_go_routes_for(int ranks, int nodes, int rpn, int nvl);
 int collmux_go_fused_module(int arch, int driver, char *lib, char **image, size_t *size);
 int collmux_go_fused_rejected(void);
 void collmux_go_explain(int coll, int mem, uint64_t bytes, int used, int rule, int wanted);
-void collmux_go_report(uint64_t *counters, int32_t *rules, int ranks);
+void collmux_go_report(uint64_t *counters, int32_t *rules, int ranks, uint64_t *per_rank, int cells);
+void collmux_go_started(int ranks);
 int collmux_go_node_nvlink(void);
 
 #endif
