@@ -187,8 +187,24 @@ static void check_same_rules(void)
  * rank at the same point, so that the finalize hook (which gathers
  * statistics over MPI_COMM_WORLD) is in place everywhere; and, with
  * COLLMUX_LOG=info, for rank 0 to say once what collmux found. */
+/* A program that ends without MPI_Finalize loses collmux's report (and
+ * leaves the MPI in an undefined state): say so, where anyone listens. */
+static void at_exit(void)
+{
+	int inited = 0, fin = 0;
+	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.log >= 1))
+		return;
+	if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin)
+		cmx_log(0, "the program ended without MPI_Finalize: %s", cmx_cfg.stats ? "no statistics were reported" : "collmux did not shut down");
+}
+
+static void register_at_exit(void) { atexit(at_exit); }
+
 int cmx_after_init(int rc)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	if (rc == 0)
+		pthread_once(&once, register_at_exit);
 	if (rc != 0 || cmx_cfg.disable)
 		return rc;
 	learn_rank();

@@ -20,8 +20,10 @@ int cmx_comm_shape(cmx_comm *c)
 		int nvlink;
 	} rec;
 	rec me, *all = malloc(sizeof(rec) * (size_t)c->size);
-	if (!all)
+	if (!cmx_comm_agree(c, all != NULL)) { /* a rank without the memory must not skip the allgather its peers make */
+		free(all);
 		return 0;
+	}
 	memset(&me, 0, sizeof me);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 	me.nvlink = cmx_cfg.nvlink_rules ? collmux_go_node_nvlink() : -1;

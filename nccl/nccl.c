@@ -104,8 +104,9 @@ static void setup(cmx_comm *c, const void *buf)
 	memset(&msg, 0, sizeof msg);
 	if (c->rank == 0)
 		msg.ok = nc.GetUniqueId(&msg.id) == 0;
-	cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle);
-	if (!msg.ok)
+	if (cmx_px.Bcast(&msg, (int)sizeof msg, cmx_abi.byte, 0, c->handle) != 0)
+		msg.ok = 0;
+	if (!cmx_comm_agree(c, msg.ok)) /* one rank's failed bcast must not leave its peers in NCCL's set-up */
 		return;
 	/* non-blocking: the program's copies on the legacy default stream
 	 * must not wait for a kernel that waits for the peers; each call

@@ -260,3 +260,18 @@ func diff(want, got string) string {
 	}
 	return b.String()
 }
+
+// A program that ends without MPI_Finalize loses collmux's statistics:
+// collmux says so instead of staying silent.
+func TestNoFinalizeWarns(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "nofinalize.c", "nofinalize")
+			env, _ := preloaded(t)
+			_, errs, _ := run(t, m, 2, env, prog) // the MPI may call the job failed
+			if !strings.Contains(errs, "the program ended without MPI_Finalize: no statistics were reported") {
+				t.Fatalf("no warning:\n%s", errs)
+			}
+		})
+	}
+}
