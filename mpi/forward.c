@@ -10,8 +10,6 @@
 
 #include "cmx.h"
 
-#define CMX_ERR_COUNT 2 /* MPI_ERR_COUNT in every ABI */
-
 /* narrow copies a large-count array into an int array of n entries. */
 static int *narrow(const void *arr, int n, int *ok)
 {

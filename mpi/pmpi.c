@@ -228,6 +228,9 @@ static void resolve_pmpi(void)
 	RESOLVE(Reduce);
 	RESOLVE(Abort);
 	RESOLVE(Comm_call_errhandler);
+	RESOLVE(Win_call_errhandler);
+	RESOLVE(File_call_errhandler);
+	RESOLVE(Session_call_errhandler);
 	RESOLVE(Bcast);
 	RESOLVE(Allreduce);
 	RESOLVE(Allgather);
@@ -269,6 +272,7 @@ static void resolve_pmpi(void)
 	for (int i = 0; i < CMX_NFN; i += 2)
 		if (!cmx_pmpi[i] && cmx_fn_nb[i] < 0)
 			cmx_fatal("the MPI library %s lacks P%s", cmx_abi.lib ? cmx_abi.lib : "?", cmx_fn_names[i]);
+	cmx_unserved_resolve();
 }
 
 void cmx_node_name(int rank, int size, char *buf, int len)

@@ -15,6 +15,7 @@
 #ifndef CMX_H
 #define CMX_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/random.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "zcoll.h"
+#include "zunserved.h"
 
 #define CMX_EXPORT __attribute__((visibility("default")))
 #define CMX_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -33,6 +35,10 @@ enum { CMX_ABI_UNKNOWN, CMX_ABI_STANDARD, CMX_ABI_OPENMPI, CMX_ABI_MPICH };
 typedef uintptr_t cmx_h;
 typedef int64_t cmx_count;
 typedef intptr_t cmx_aint;
+typedef int64_t cmx_offset; /* MPI_Offset */
+_Static_assert(sizeof(cmx_aint) == sizeof(cmx_count), "MPI_Aint and MPI_Count have one width");
+
+#define CMX_ERR_COUNT 2 /* MPI_ERR_COUNT in every ABI */
 
 /* Where a call's buffers live. */
 enum { CMX_MEM_HOST, CMX_MEM_DEVICE, CMX_MEM_MANAGED, CMX_MEM_MIXED, CMX_NMEM };
@@ -152,6 +158,9 @@ typedef struct {
 	int (*Reduce)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h);
 	int (*Abort)(cmx_h, int);
 	int (*Comm_call_errhandler)(cmx_h, int);
+	int (*Win_call_errhandler)(cmx_h, int);
+	int (*File_call_errhandler)(cmx_h, int);
+	int (*Session_call_errhandler)(cmx_h, int); /* MPI-4; NULL in Open MPI 4.1 */
 	int (*Bcast)(void *, int, cmx_h, int, cmx_h);
 	int (*Allreduce)(const void *, void *, int, cmx_h, cmx_h, cmx_h);
 	int (*Allgather)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h);
@@ -344,6 +353,47 @@ void *cmx_cuda_ipc_open(cmx_ipc_handle h);
 int cmx_cuda_memset(void *dptr, int v, size_t n);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
+
+/* ---- the functions collmux does not serve on device memory (capi/unserved.tab) ---- */
+/* Whose error handler a refused call raises its error on: the window's,
+ * file's, communicator's or session's among its parameters, MPI_COMM_WORLD's
+ * for calls without one, none for the MPI_T functions (they return it). */
+enum { CMX_ERRH_COMM, CMX_ERRH_WIN, CMX_ERRH_FILE, CMX_ERRH_SESSION, CMX_ERRH_WORLD, CMX_ERRH_NONE };
+typedef struct {
+	const char *name;
+	unsigned char category, errh; /* CMX_UCAT_*, CMX_ERRH_* */
+	short base;                   /* a _c function's int-count twin; -1 */
+} cmx_ufn_info;
+extern const cmx_ufn_info cmx_ufn[CMX_NUFN]; /* generated: mpi/zunserved.c */
+extern const char *const cmx_ucat_names[CMX_NUCAT], *const cmx_ucat_reasons[CMX_NUCAT];
+extern void *cmx_upmpi[CMX_NUFN]; /* the MPI's PMPI_ function of each; NULL where it lacks it */
+void cmx_unserved_resolve(void);  /* fills cmx_upmpi (mpi/unserved.c) */
+
+/* The whole cost of an unserved function while no CUDA context is up: one
+ * load and a branch, as cmx_passthrough. 0 sends the call to its checks. */
+static inline int cmx_unserved_pass(int ufn)
+{
+	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
+		cmx_init();
+	if (CMX_UNLIKELY(cmx_upmpi[ufn] == NULL))
+		return 0;
+	return cmx_state.forward_only || (!cmx_cuda_up && !cmx_cuda_probe());
+}
+/* p is device memory the host cannot touch (MPI_BOTTOM, NULL and
+ * MPI_IN_PLACE are not; managed memory is host-accessible) */
+static inline int cmx_on_device(const void *p)
+{
+	return p && p != cmx_abi.in_place && cmx_mem_kind(p) == CMX_MEM_DEVICE;
+}
+static inline int cmx_fits_int(int64_t v) { return v >= INT_MIN && v <= INT_MAX; }
+enum { CMX_REFUSE_DEVICE, CMX_REFUSE_ABSENT };
+/* A refused call: says why (once per function) and fails with
+ * MPI_ERR_OTHER through cmx_unserved_fail. why: CMX_REFUSE_*. */
+int cmx_unserved_refuse(int ufn, cmx_h obj, void *req, int why);
+/* Raises code on obj's error handler (as cmx_ufn[ufn].errh says), sets
+ * *req (when given) to MPI_REQUEST_NULL, and returns code. */
+int cmx_unserved_fail(int ufn, cmx_h obj, void *req, int code);
+
 /* NVRTC (nvrtc.c): compiles src for sm_<arch>; the cubin and log are malloc'd */
 int cmx_nvrtc_compile(const char *src, int arch, char **cubin, size_t *len, char **log);
 

@@ -1,10 +1,15 @@
 // Command genwrap generates the repetitive C surface of the interposer from
 // data: capi/collectives.tab (which MPI functions are intercepted, with
-// their parameters) and the predefined-handle tables of package mpi. It
-// writes capi/zwrappers.c (the exported C entry points), capi/zfortran.c
-// (the Fortran ones), mpi/zforward.c (the calls into the real MPI and the
-// tables of the functions), mpi/zabi.c (predefined handles),
-// internal/cmx/zcoll.h (the C enums) and dispatch/zcoll.go (the Go ones).
+// their parameters), capi/unserved.tab (the functions with buffers collmux
+// does not serve on device memory; see internal/genunserved) and the
+// predefined-handle tables of package mpi. It writes capi/zwrappers.c (the
+// exported C entry points), capi/zfortran.c (the Fortran ones),
+// mpi/zforward.c (the calls into the real MPI and the tables of the
+// functions), mpi/zabi.c (predefined handles), internal/cmx/zcoll.h (the C
+// enums), dispatch/zcoll.go (the Go ones), capi/zunserved.c,
+// mpi/zunserved.c and internal/cmx/zunserved.h (the unserved functions'
+// wrappers and tables) and the section of docs/design.md that lists what
+// collmux does with each MPI function.
 //
 // Run it with `go generate ./capi` (or `make generate`); a test checks that
 // the committed files are what it produces.
@@ -143,13 +148,39 @@ func generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	fns, err := readUnserved(filepath.Join(root, "capi", "unserved.tab"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fns {
+		for _, c := range colls {
+			if f.name == "MPI_"+c.name || f.name == "MPI_"+c.name+"_c" {
+				return nil, fmt.Errorf("capi/unserved.tab: %s is intercepted (capi/collectives.tab)", f.name)
+			}
+		}
+	}
+	wrappers, err := genUnservedWrappers(fns)
+	if err != nil {
+		return nil, err
+	}
+	design, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		return nil, err
+	}
+	if design, err = genDesign(design, colls, fns); err != nil {
+		return nil, err
+	}
 	return map[string][]byte{
-		"internal/cmx/zcoll.h": genHeader(colls),
-		"capi/zwrappers.c":     libOnly(genWrappers(colls)),
-		"mpi/zforward.c":       libOnly(genForward(colls)),
-		"capi/zfortran.c":      libOnly(genFortran(colls)),
-		"mpi/zabi.c":           libOnly(genABI()),
-		"dispatch/zcoll.go":    genGo(colls),
+		"internal/cmx/zcoll.h":     genHeader(colls),
+		"capi/zwrappers.c":         libOnly(genWrappers(colls)),
+		"mpi/zforward.c":           libOnly(genForward(colls)),
+		"capi/zfortran.c":          libOnly(genFortran(colls)),
+		"mpi/zabi.c":               libOnly(genABI()),
+		"dispatch/zcoll.go":        genGo(colls),
+		"internal/cmx/zunserved.h": genUnservedH(fns),
+		"mpi/zunserved.c":          libOnly(genUnservedTables(fns)),
+		"capi/zunserved.c":         libOnly(wrappers),
+		"docs/design.md":           design,
 	}, nil
 }
 

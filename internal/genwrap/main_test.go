@@ -73,3 +73,58 @@ func TestVariants(t *testing.T) {
 		t.Error("goName")
 	}
 }
+
+func TestUnservedTableRejects(t *testing.T) {
+	cases := []struct{ table, want string }{
+		{"MPI_Put rma origin_addr (const void *origin_addr, MPI_Win win)\n", ""},
+		{"MPI_Put remote origin_addr (const void *origin_addr, MPI_Win win)\n", `unknown category "remote"`},
+		{"MPI_Put rma origin_addr const void *origin_addr\n", "want name category buffers (parameters)"},
+		{"MPI_Put rma origin_addr (const void *origin_addr, MPI_Frob f)\n", `C type "MPI_Frob"`},
+		{"MPI_Put rma win (const void *origin_addr, MPI_Win win)\n", "buffer win is not a void * parameter"},
+		{"MPI_Put_c rma origin_addr (const void *origin_addr, MPI_Count n)\n", "does not follow its int-count twin MPI_Put"},
+		{"MPI_Put rma origin_addr (const void *origin_addr, int n)\nMPI_Put_c rma origin_addr (const void *origin_addr, MPI_Count m)\n", "differ in parameter 1"},
+		{"MPI_Put rma origin_addr (const void *origin_addr, int *n)\nMPI_Put_c rma origin_addr (const void *origin_addr, MPI_Aint *n)\n", "cannot narrow"},
+		{"MPI_Put rma origin_addr (const void *origin_addr, int n)\nMPI_Put rma origin_addr (const void *origin_addr, int n)\n", "MPI_Put twice"},
+	}
+	for _, tc := range cases {
+		p := filepath.Join(t.TempDir(), "u.tab")
+		os.WriteFile(p, []byte(tc.table), 0o644)
+		_, err := readUnserved(p)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.table, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: want an error containing %s, got %v", tc.table, tc.want, err)
+		}
+	}
+}
+
+// Where a refused call raises its error: the window's, file's,
+// communicator's handler among its parameters, MPI_COMM_WORLD's without
+// one, none for MPI_T.
+func TestUnservedErrorHandlers(t *testing.T) {
+	fns, err := readUnserved(filepath.Join("..", "..", "capi", "unserved.tab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"MPI_Put": {"CMX_ERRH_WIN", "win"}, "MPI_Win_create": {"CMX_ERRH_COMM", "comm"}, "MPI_File_write_at": {"CMX_ERRH_FILE", "fh"},
+		"MPI_Pack": {"CMX_ERRH_COMM", "comm"}, "MPI_Pack_external": {"CMX_ERRH_WORLD", "0"}, "MPI_Buffer_attach": {"CMX_ERRH_WORLD", "0"},
+		"MPI_Session_attach_buffer": {"CMX_ERRH_SESSION", "session"}, "MPI_T_pvar_read": {"CMX_ERRH_NONE", "0"},
+	}
+	seen := 0
+	for _, f := range fns {
+		if w, ok := want[f.name]; ok {
+			seen++
+			if k, o := f.errh(); k != w[0] || o != w[1] {
+				t.Errorf("%s: %s on %s, want %s on %s", f.name, k, o, w[0], w[1])
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d functions", seen, len(want))
+	}
+}
