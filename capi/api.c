@@ -60,7 +60,7 @@ CMX_EXPORT int collmux_set_rules(const char *rules)
 	uint32_t hash = 0;
 	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0;
 	int agreed = cmx_rules_agree(ok, hash);
-	collmux_go_commit_rules(agreed, &cmx_cfg, &cmx_route_table[0][0][0]);
+	collmux_go_commit_rules(agreed, &cmx_cfg, &cmx_route_table[0][0][0][0]);
 	if (!agreed) {
 		int rank = 0;
 		cmx_px.Comm_rank(cmx_abi.comm_world, &rank);

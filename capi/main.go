@@ -116,7 +116,7 @@ func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
 	cfg.rules_hash = C.uint32_t(dispatch.RulesHash(rules))
 	cfg.shape_rules = boolC(dispatch.ShapeDependent(rules))
 	cfg.nvlink_rules = boolC(slices.ContainsFunc(rules, func(r dispatch.Rule) bool { return r.Cond.NVLinks != 0 }))
-	fillRoutes(table, dispatch.Compile(rules, dispatch.Shape{}))
+	fillRoutes(table, rules, dispatch.Shape{})
 }
 
 // collmux_go_stage_rules parses the rules given to collmux_set_rules and
@@ -156,25 +156,29 @@ func collmux_go_commit_rules(commit C.int, cfg *C.cmx_config, table *C.cmx_route
 	pending = nil
 }
 
-// fillRoutes writes compiled routes into a C route table
-// (cmx_route_table_t: [coll][mem][dclass]).
-func fillRoutes(table *C.cmx_routes, rt dispatch.Routes) {
-	cells := unsafe.Slice(table, int(dispatch.NumColl)*int(dispatch.NumMem)*int(dispatch.NumDClass))
-	for co := dispatch.Coll(0); co < dispatch.NumColl; co++ {
-		for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
-			for d := dispatch.DClass(0); d < dispatch.NumDClass; d++ {
-				cell := &cells[(int(co)*int(dispatch.NumMem)+int(m))*int(dispatch.NumDClass)+int(d)]
-				rs := rt[co][m][d]
-				if len(rs) > len(cell.r) {
-					fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))
-				}
-				cell.n = C.int32_t(len(rs))
-				for i, r := range rs {
-					rule := -1
-					if r.Rule >= 0 {
-						rule = activeFrom + r.Rule
+// fillRoutes compiles the rules for a shape into a C route table
+// (cmx_route_table_t: [form][coll][mem][dclass]).
+func fillRoutes(table *C.cmx_routes, rules []dispatch.Rule, shape dispatch.Shape) {
+	per := int(dispatch.NumColl) * int(dispatch.NumMem) * int(dispatch.NumDClass)
+	cells := unsafe.Slice(table, int(dispatch.NumForm)*per)
+	for f := dispatch.Form(0); f < dispatch.NumForm; f++ {
+		rt := dispatch.CompileForm(rules, shape, f)
+		for co := dispatch.Coll(0); co < dispatch.NumColl; co++ {
+			for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
+				for d := dispatch.DClass(0); d < dispatch.NumDClass; d++ {
+					cell := &cells[int(f)*per+(int(co)*int(dispatch.NumMem)+int(m))*int(dispatch.NumDClass)+int(d)]
+					rs := rt[co][m][d]
+					if len(rs) > len(cell.r) {
+						fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))
 					}
-					cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(rule)}
+					cell.n = C.int32_t(len(rs))
+					for i, r := range rs {
+						rule := -1
+						if r.Rule >= 0 {
+							rule = activeFrom + r.Rule
+						}
+						cell.r[i] = C.cmx_route{lo: C.uint64_t(r.Lo), hi: C.uint64_t(r.Hi), backend: C.int32_t(r.Backend), rule: C.int32_t(rule)}
+					}
 				}
 			}
 		}
@@ -198,7 +202,7 @@ func collmux_go_routes_for(ranks, nodes, rpn, nvl C.int) *C.cmx_routes {
 		return t
 	}
 	t := (*C.cmx_routes)(C.calloc(1, C.size_t(unsafe.Sizeof(C.cmx_route_table_t{}))))
-	fillRoutes(t, dispatch.Compile(config.Rules, shape))
+	fillRoutes(t, config.Rules, shape)
 	shapeTables[shape] = t
 	return t
 }

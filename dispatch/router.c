@@ -222,7 +222,8 @@ static int dclass_of(cmx_h dtype)
 
 static const cmx_route *pick(const cmx_comm *c, const cmx_args *a, uint64_t bytes)
 {
-	const cmx_routes *rs = &(*c->routes)[a->coll][a->mem][a->coll == CMX_COLL_BARRIER ? CMX_DCLASS_OTHER : dclass_of(a->rtype)];
+	const cmx_routes *rs = &(*c->routes)[a->form != CMX_FORM_BLOCKING][a->coll][a->mem]
+					   [a->coll == CMX_COLL_BARRIER ? CMX_DCLASS_OTHER : dclass_of(a->rtype)];
 	for (int i = 0; i < rs->n; i++)
 		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
 			return &rs->r[i];

@@ -46,12 +46,28 @@ var dclassNames = [...]string{"int", "float", "other"}
 
 func (d DClass) String() string { return enumString(d, dclassNames[:], "dclass") }
 
-// Cond restricts a rule to communicator shapes and datatype classes;
-// the zero Cond matches everything.
+// Form is how a call completes, as rules tell calls apart: blocking, or
+// nonblocking (MPI_I… calls and the starts of persistent ones, which run
+// as nonblocking calls). Values match the first two CMX_FORM_*.
+type Form int
+
+const (
+	Blocking Form = iota
+	Nonblocking
+	NumForm
+)
+
+var formNames = [...]string{"blocking", "nonblocking"}
+
+func (f Form) String() string { return enumString(f, formNames[:], "form") }
+
+// Cond restricts a rule to communicator shapes, datatype classes and call
+// forms; the zero Cond matches everything.
 type Cond struct {
 	Ranks, Nodes, RanksPerNode [2]int // inclusive bounds; {0, 0} matches any
 	DClasses                   uint8  // bit per DClass; 0 matches any
 	NVLinks                    uint8  // bit per nvlink.Class; 0 matches any
+	Forms                      uint8  // bit per Form; 0 matches any
 }
 
 // ShapeDependent reports whether the rule looks at communicator shape.
@@ -67,11 +83,13 @@ func (c Cond) holds(s Shape) bool {
 
 func (c Cond) covers(d DClass) bool { return c.DClasses == 0 || c.DClasses&(1<<d) != 0 }
 
+func (c Cond) allows(f Form) bool { return c.Forms == 0 || c.Forms&(1<<f) != 0 }
+
 // parseCond reads one key=value condition of a rule.
 func parseCond(c *Cond, f string) error {
 	key, val, ok := strings.Cut(f, "=")
 	if !ok {
-		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn, nvlink or dtype)", f)
+		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn, nvlink, dtype or form)", f)
 	}
 	var bound *[2]int
 	switch key {
@@ -90,6 +108,15 @@ func parseCond(c *Cond, f string) error {
 			c.DClasses |= 1 << d
 		}
 		return nil
+	case "form":
+		for _, name := range strings.Split(val, ",") {
+			f, ok := enumParse[Form](name, formNames[:])
+			if !ok {
+				return fmt.Errorf("unknown form %q (want blocking or nonblocking)", name)
+			}
+			c.Forms |= 1 << f
+		}
+		return nil
 	case "nvlink":
 		for _, name := range strings.Split(val, ",") {
 			k, ok := enumParse[nvlink.Class](name, nvlink.ClassNames[:])
@@ -100,7 +127,7 @@ func parseCond(c *Cond, f string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink or dtype)", key)
+		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink, dtype or form)", key)
 	}
 	lo, hi, isRange := strings.Cut(val, "-")
 	if !isRange {
@@ -142,8 +169,9 @@ func DefaultRules() []Rule {
 // range is lo-hi in bytes with K/M/G suffixes (hi may be inf) or *. The
 // optional conditions are ranks=N[-M], nodes=N[-M], rpn=N[-M] (ranks per
 // node), nvlink=none|partial|full[,...] (how far NVLink joins the GPUs of
-// every node the communicator spans) and dtype=int|float|other[,...]. Any
-// bad token makes the whole string fail, naming the token and source.
+// every node the communicator spans), dtype=int|float|other[,...] and
+// form=blocking|nonblocking. Any bad token makes the whole string fail,
+// naming the token and source.
 func ParseRules(s, source string) ([]Rule, error) {
 	var rules []Rule
 	for _, tok := range strings.Split(s, "#") {
@@ -239,26 +267,29 @@ func ShapeDependent(rules []Rule) bool {
 }
 
 // Compile turns an ordered rule list (later rules win) into Routes for
-// communicators of the given shape.
-func Compile(rules []Rule, shape Shape) Routes {
+// blocking calls on communicators of the given shape.
+func Compile(rules []Rule, shape Shape) Routes { return CompileForm(rules, shape, Blocking) }
+
+// CompileForm is Compile for calls of form f.
+func CompileForm(rules []Rule, shape Shape, f Form) Routes {
 	var rt Routes
 	for c := Coll(0); c < NumColl; c++ {
 		for m := Mem(0); m < NumMem; m++ {
 			for d := DClass(0); d < NumDClass; d++ {
-				rt[c][m][d] = compileCell(rules, shape, c, m, d)
+				rt[c][m][d] = compileCell(rules, shape, c, m, d, f)
 			}
 		}
 	}
 	return rt
 }
 
-func compileCell(rules []Rule, shape Shape, c Coll, m Mem, d DClass) []Route {
+func compileCell(rules []Rule, shape Shape, c Coll, m Mem, d DClass, f Form) []Route {
 	// cut points: every rule boundary; each elementary interval takes the
 	// last matching rule.
 	cuts := map[uint64]bool{0: true}
 	var match []int
 	for i, r := range rules {
-		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) && r.Cond.holds(shape) && r.Cond.covers(d) {
+		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) && r.Cond.holds(shape) && r.Cond.covers(d) && r.Cond.allows(f) {
 			match = append(match, i)
 			cuts[r.Lo] = true
 			if r.Hi != math.MaxUint64 {

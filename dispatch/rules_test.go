@@ -17,6 +17,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{"allreduce:cuda:*:fused:gpus=2", `unknown condition "gpus"`},
 		{"allreduce:cuda:*:fused:nvlink=some", `unknown NVLink class "some"`},
 		{"allreduce:cuda:*:fused:dtype=complex", `unknown datatype class "complex"`},
+		{"allreduce:cuda:*:staged:form=sometimes", `unknown form "sometimes"`},
 		{"allredux:cuda:*:nccl", `unknown collective "allredux"`},
 		{"send:cuda:*:nccl", "send is not a collective"},
 		{"reduce_local:cuda:*:staged", "reduce_local is not a collective"},
@@ -142,6 +143,30 @@ func TestShapeAndDtypeConditions(t *testing.T) {
 		rt := Compile(rules, tc.shape)
 		if got := rt.Pick(tc.c, Device, tc.d, tc.bytes); got.Backend != tc.want {
 			t.Errorf("%+v %v %v %d B: %v, want %v", tc.shape, tc.c, tc.d, tc.bytes, got.Backend, tc.want)
+		}
+	}
+}
+
+// form= rules compile into the table of their form only.
+func TestFormCondition(t *testing.T) {
+	user, err := ParseRules("allreduce:cuda:*:staged:form=nonblocking#bcast:cuda:*:mpi:form=blocking,nonblocking", "env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := append(DefaultRules(), user...)
+	cases := []struct {
+		f    Form
+		c    Coll
+		want Backend
+	}{
+		{Blocking, Allreduce, Fused}, {Nonblocking, Allreduce, Staged},
+		{Blocking, Bcast, MPI}, {Nonblocking, Bcast, MPI},
+		{Nonblocking, Allgather, Fused},
+	}
+	for _, tc := range cases {
+		rt := CompileForm(rules, Shape{}, tc.f)
+		if got := rt.Pick(tc.c, Device, DFloat, 64); got.Backend != tc.want {
+			t.Errorf("%v %v: %v, want %v", tc.f, tc.c, got.Backend, tc.want)
 		}
 	}
 }

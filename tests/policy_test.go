@@ -170,3 +170,32 @@ func TestSetRulesAtRunTime(t *testing.T) {
 		})
 	}
 }
+
+// form= rules tell blocking calls from nonblocking ones (MPI_I… and the
+// starts of persistent calls): a rule for nonblocking all-reduces decides
+// nbtest's MPI_Iallreduce and leaves colltest's MPI_Allreduce to the
+// defaults.
+func TestFormRules(t *testing.T) {
+	rules := "allreduce:host:*:staged:form=nonblocking"
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				src, want, not string
+			}{
+				{"nbtest.c", `rule "allreduce:host:*:staged:form=nonblocking" from COLLMUX_RULES; staged declined`, "\x00"},
+				{"colltest.c", `-> mpi (rule "*:host:*:mpi" from default)`, `"allreduce:host:*:staged:form=nonblocking" from COLLMUX_RULES; staged declined`},
+			} {
+				prog := program(t, m, tc.src, strings.TrimSuffix(tc.src, ".c"), "-pthread", "-ldl")
+				// statistics on: every call reaches the router (host calls pass straight through otherwise)
+				env, _ := preloaded(t, "COLLMUX_RULES", rules, "COLLMUX_LOG", "decisions")
+				out, errs, err := run(t, m, 2, env, prog)
+				if err != nil || !strings.Contains(out, "0 failures") {
+					t.Fatalf("%s: %v\n%s\n%s", tc.src, err, tail(out), errs)
+				}
+				if !strings.Contains(errs, tc.want) || strings.Contains(errs, tc.not) {
+					t.Errorf("%s: decision log lacks %q or has %q:\n%s", tc.src, tc.want, tc.not, errs)
+				}
+			}
+		})
+	}
+}

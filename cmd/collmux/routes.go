@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -43,40 +44,17 @@ func routesCmd() *cobra.Command {
 			} else {
 				return fmt.Errorf("--nvlink %q: want none, partial or full", nvl)
 			}
-			rt := dispatch.Compile(cfg.Rules, shape)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
-			for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
-				if !c.Collective() {
-					continue // point-to-point and Reduce_local: MPI on host memory, staged on device memory, whatever the rules
-				}
-				for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
-					// one block for all datatype classes unless rules tell them apart
-					classes := []dispatch.DClass{dispatch.DInt, dispatch.DFloat, dispatch.DOther}
-					same := reflect.DeepEqual(rt[c][m][0], rt[c][m][1]) && reflect.DeepEqual(rt[c][m][0], rt[c][m][2])
-					if same {
-						classes = classes[:1]
-					}
-					for _, d := range classes {
-						dname := d.String()
-						if same {
-							dname = "*"
-						}
-						for _, r := range rt[c][m][d] {
-							hi := "inf"
-							if r.Hi != math.MaxUint64 {
-								hi = units.Bytes(r.Hi)
-							}
-							rule := "-"
-							if r.Rule >= 0 {
-								rule = cfg.Rules[r.Rule].String()
-							}
-							fmt.Fprintf(tw, "%v\t%v\t%s\t%s-%s\t%v\t%s\n", c, m, dname, lowBound(r.Lo), hi, r.Backend, rule)
-						}
-					}
-				}
+			out := cmd.OutOrStdout()
+			blocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Blocking)
+			nonblocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Nonblocking)
+			if err := printRoutes(out, cfg.Rules, &blocking, nil); err != nil {
+				return err
 			}
-			return tw.Flush()
+			if reflect.DeepEqual(blocking, nonblocking) {
+				return nil
+			}
+			fmt.Fprintln(out, "\nnonblocking calls (MPI_I..., the starts of persistent calls), where their routes differ (form= rules):")
+			return printRoutes(out, cfg.Rules, &nonblocking, &blocking)
 		},
 	}
 	c.Flags().IntVar(&shape.Ranks, "ranks", 2, "communicator size, for rules with ranks=")
@@ -88,6 +66,47 @@ func routesCmd() *cobra.Command {
 
 // lowBound prints a range's first size; one past a round size reads as
 // "4M+1" rather than 4194305.
+// printRoutes writes a route table; with unlike, only the cells that
+// differ from it.
+func printRoutes(w io.Writer, rules []dispatch.Rule, rt, unlike *dispatch.Routes) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "collective\tmemory\tdtype\tbytes\tbackend\trule")
+	for c := dispatch.Coll(0); c < dispatch.NumColl; c++ {
+		if !c.Collective() {
+			continue // point-to-point and Reduce_local: MPI on host memory, staged on device memory, whatever the rules
+		}
+		for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
+			if unlike != nil && reflect.DeepEqual(rt[c][m], unlike[c][m]) {
+				continue
+			}
+			// one block for all datatype classes unless rules tell them apart
+			classes := []dispatch.DClass{dispatch.DInt, dispatch.DFloat, dispatch.DOther}
+			same := reflect.DeepEqual(rt[c][m][0], rt[c][m][1]) && reflect.DeepEqual(rt[c][m][0], rt[c][m][2])
+			if same {
+				classes = classes[:1]
+			}
+			for _, d := range classes {
+				dname := d.String()
+				if same {
+					dname = "*"
+				}
+				for _, r := range rt[c][m][d] {
+					hi := "inf"
+					if r.Hi != math.MaxUint64 {
+						hi = units.Bytes(r.Hi)
+					}
+					rule := "-"
+					if r.Rule >= 0 {
+						rule = rules[r.Rule].String()
+					}
+					fmt.Fprintf(tw, "%v\t%v\t%s\t%s-%s\t%v\t%s\n", c, m, dname, lowBound(r.Lo), hi, r.Backend, rule)
+				}
+			}
+		}
+	}
+	return tw.Flush()
+}
+
 func lowBound(n uint64) string {
 	if n > 1 {
 		if h := units.Bytes(n - 1); h != fmt.Sprint(n-1) {

@@ -238,7 +238,8 @@ typedef struct {
 	int32_t n;
 	cmx_route r[CMX_MAX_ROUTES];
 } cmx_routes;
-typedef cmx_routes cmx_route_table_t[CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
+/* by form: blocking, then nonblocking (MPI_I… and persistent starts) */
+typedef cmx_routes cmx_route_table_t[2][CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
 extern cmx_route_table_t cmx_route_table; /* for every communicator when no rule looks at shape */
 extern cmx_config cmx_cfg;
 
