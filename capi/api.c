@@ -2,6 +2,7 @@
 
 /* api.c: the functions declared in include/collmux.h. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "_cgo_export.h" /* before cmx.h: goexports.h must agree with it */
 #include "cmx.h"
@@ -58,9 +59,16 @@ CMX_EXPORT int collmux_set_rules(const char *rules)
 	if (cmx_cfg.disable || !cmx_mpi_setup())
 		return -1;
 	uint32_t hash = 0;
-	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0;
+	/* the new rules get a table of their own, published whole once filled;
+	 * the old one stays valid for calls still reading it */
+	cmx_route_table_t *table = calloc(1, sizeof *table);
+	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0 && table;
 	int agreed = cmx_rules_agree(ok, hash);
-	collmux_go_commit_rules(agreed, &cmx_cfg, &cmx_route_table[0][0][0][0]);
+	collmux_go_commit_rules(agreed, &cmx_cfg, table ? &(*table)[0][0][0][0] : NULL);
+	if (agreed)
+		__atomic_store_n(&cmx_route_table, table, __ATOMIC_RELEASE);
+	else
+		free(table);
 	if (!agreed) {
 		int rank = 0;
 		cmx_px.Comm_rank(cmx_abi.comm_world, &rank);

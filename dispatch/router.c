@@ -16,7 +16,8 @@
 
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
 int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
-cmx_route_table_t cmx_route_table;
+static cmx_route_table_t first_table;
+cmx_route_table_t *cmx_route_table = &first_table;
 volatile unsigned cmx_routes_gen;
 int cmx_live_comms;
 
@@ -38,21 +39,22 @@ static void refresh_routes(cmx_comm *c)
 {
 	unsigned gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (!cmx_cfg.shape_rules || c->inter)
-		c->routes = &cmx_route_table;
+		c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	else if (c->nodes && (c->nvlink >= 0 || !cmx_cfg.nvlink_rules))
 		c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
 	else if (!shape_routes(c))
-		c->routes = &cmx_route_table;
+		c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	c->routes_gen = gen;
 }
 
-cmx_comm *cmx_comm_get(cmx_h comm)
+cmx_comm *cmx_comm_get(cmx_h comm, int *rc)
 {
+	*rc = 0;
 	if (comm == cmx_abi.comm_null)
 		return NULL;
 	cmx_comm *c = NULL;
 	int flag = 0;
-	if (cmx_px.Comm_get_attr(comm, cmx_state.comm_keyval, &c, &flag) != 0)
+	if ((*rc = cmx_px.Comm_get_attr(comm, cmx_state.comm_keyval, &c, &flag)) != 0)
 		return NULL;
 	if (flag)
 		return c;
@@ -63,7 +65,7 @@ cmx_comm *cmx_comm_get(cmx_h comm)
 	cmx_px.Comm_size(comm, &c->size);
 	cmx_px.Comm_rank(comm, &c->rank);
 	cmx_px.Comm_test_inter(comm, &c->inter);
-	c->routes = &cmx_route_table;
+	c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	c->nvlink = -1;
 	c->routes_gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (cmx_cfg.shape_rules && !c->inter && !shape_routes(c)) {
@@ -366,13 +368,15 @@ static int acceptable(const cmx_args *a, const cmx_comm *c)
 
 static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
 {
-	cmx_comm *c = *cp = cmx_comm_get(a->comm);
+	int rc = 0;
+	cmx_comm *c = *cp = cmx_comm_get(a->comm, &rc);
+	if (rc != 0) /* an invalid communicator: MPI has said so through its handler, once */
+		return rc;
 	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
 		refresh_routes(c);
 	a->mem = call_mem(a, c);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
-	int rc = 0;
 	if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && !acceptable(a, c))
 		return *used = CMX_BACKEND_MPI, cmx_forward(a);
 	if (c && !c->inter) {

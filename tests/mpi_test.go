@@ -275,3 +275,30 @@ func TestNoFinalizeWarns(t *testing.T) {
 		})
 	}
 }
+
+// A call on a communicator MPI does not know runs the program's error
+// handler once, as without collmux, also when statistics or checking make
+// collmux look the communicator up first. MPICH only: its handles are
+// checked integers, where Open MPI's are pointers it would follow.
+func TestInvalidCommErrorHandlerOnce(t *testing.T) {
+	for _, m := range impls(t) {
+		if m.name != "mpich" {
+			continue
+		}
+		prog := program(t, m, "errcount.c", "errcount")
+		native, errs, err := run(t, m, 1, nil, prog)
+		if err != nil || !strings.Contains(native, "handler ran 1 time(s)") {
+			t.Fatalf("native: %v\n%s\n%s", err, native, errs)
+		}
+		for _, extra := range [][]string{{"COLLMUX_STATS", "1"}, {"COLLMUX_STATS", "1", "COLLMUX_CHECK", "1"}} {
+			env := map[string]string{"LD_PRELOAD": libPath(t)}
+			for i := 0; i+1 < len(extra); i += 2 {
+				env[extra[i]] = extra[i+1]
+			}
+			got, errs, err := run(t, m, 1, env, prog)
+			if err != nil || got != native {
+				t.Errorf("%v: %v\n%s\n%s", extra, err, diff(native, got), errs)
+			}
+		}
+	}
+}

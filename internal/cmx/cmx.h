@@ -240,7 +240,11 @@ typedef struct {
 } cmx_routes;
 /* by form: blocking, then nonblocking (MPI_I… and persistent starts) */
 typedef cmx_routes cmx_route_table_t[2][CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
-extern cmx_route_table_t cmx_route_table; /* for every communicator when no rule looks at shape */
+/* The table for every communicator when no rule looks at shape. A new
+ * rule set (collmux_set_rules) gets a new table, published by this pointer,
+ * so that threads routing a call meanwhile never read one half-written;
+ * the old ones stay valid for calls still reading them. */
+extern cmx_route_table_t *cmx_route_table;
 extern cmx_config cmx_cfg;
 
 /* ---- state and the hot path ---- */
@@ -317,7 +321,10 @@ struct cmx_comm {
 extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force change */
 int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */
 void cmx_set_fast_paths(void);              /* recompute forward_only / host_fast from the configuration */
-cmx_comm *cmx_comm_get(cmx_h comm);
+/* collmux's state of comm (made at first use); NULL with *rc = 0 for
+ * MPI_COMM_NULL or when it cannot be had, NULL with MPI's error code in
+ * *rc when MPI refused the communicator (its error handler has run). */
+cmx_comm *cmx_comm_get(cmx_h comm, int *rc);
 int cmx_comm_shape(cmx_comm *c); /* collective: learns c->nodes, rpn and nvlink; 0 on failure */
 extern int cmx_live_comms;
 
