@@ -192,7 +192,7 @@ static void check_same_rules(void)
 static void at_exit(void)
 {
 	int inited = 0, fin = 0;
-	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.log >= 1))
+	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.log >= CMX_LOG_INFO))
 		return;
 	if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin)
 		cmx_log(0, "the program ended without MPI_Finalize: %s", cmx_cfg.stats ? "no statistics were reported" : "collmux did not shut down");
@@ -211,7 +211,7 @@ int cmx_after_init(int rc)
 	if (!cmx_state.forward_only && cmx_mpi_setup())
 		check_same_rules();
 	int size = 0;
-	if (cmx_cfg.log >= 1 && cmx_log_rank() == 0 && cmx_px.Comm_size(cmx_abi.comm_world, &size) == 0)
+	if (cmx_cfg.log >= CMX_LOG_INFO && cmx_log_rank() == 0 && cmx_px.Comm_size(cmx_abi.comm_world, &size) == 0)
 		collmux_go_started(size);
 	return rc;
 }

@@ -156,6 +156,19 @@ func collmux_go_commit_rules(commit C.int, cfg *C.cmx_config, table *C.cmx_route
 	pending = nil
 }
 
+// The C route table has the dimensions of Go's: each array's length is
+// negative, and the build fails, if one is larger than the other.
+const (
+	routeCells = uintptr(dispatch.NumForm) * uintptr(dispatch.NumColl) * uintptr(dispatch.NumMem) * uintptr(dispatch.NumDClass)
+	cTable     = unsafe.Sizeof(C.cmx_route_table_t{})
+	goTable    = routeCells * unsafe.Sizeof(C.cmx_routes{})
+)
+
+var (
+	_ [cTable - goTable]struct{}
+	_ [goTable - cTable]struct{}
+)
+
 // fillRoutes compiles the rules for a shape into a C route table
 // (cmx_route_table_t: [form][coll][mem][dclass]).
 func fillRoutes(table *C.cmx_routes, rules []dispatch.Rule, shape dispatch.Shape) {

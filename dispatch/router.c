@@ -427,7 +427,7 @@ int cmx_dispatch(cmx_args *a)
 	/* a persistent call is counted at each start, in its nonblocking form */
 	if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
 		record(a, c, used, rule, cmx_now_ns() - t0);
-	if (cmx_cfg.log >= 2)
+	if (cmx_cfg.log >= CMX_LOG_DECISIONS)
 		explain(a, bytes, used, rule, backend);
 	depth--;
 	return rc;

@@ -29,8 +29,6 @@
 #define CMX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* MPI ABIs, values as in package mpi (mpi.ABI) */
-enum { CMX_ABI_UNKNOWN, CMX_ABI_STANDARD, CMX_ABI_OPENMPI, CMX_ABI_MPICH };
 
 typedef uintptr_t cmx_h;
 typedef int64_t cmx_count;
@@ -40,14 +38,10 @@ _Static_assert(sizeof(cmx_aint) == sizeof(cmx_count), "MPI_Aint and MPI_Count ha
 
 #define CMX_ERR_COUNT 2 /* MPI_ERR_COUNT in every ABI */
 
-/* Where a call's buffers live. */
-enum { CMX_MEM_HOST, CMX_MEM_DEVICE, CMX_MEM_MANAGED, CMX_MEM_MIXED, CMX_NMEM };
-
-/* Datatype classes rules can name; values are shared with package dispatch. */
-enum { CMX_DCLASS_INT, CMX_DCLASS_FLOAT, CMX_DCLASS_OTHER, CMX_NDCLASS };
-
-/* The paths a collective can take. Values are shared with package dispatch. */
-enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND };
+/* The ABIs (CMX_ABI_*), where a call's buffers live (CMX_MEM_*), datatype
+ * classes (CMX_DCLASS_*), backends (CMX_BACKEND_*), fused algorithms
+ * (CMX_ALGO_*) and log levels (CMX_LOG_*) are Go's enums, generated into
+ * zcoll.h from their Go constants. */
 
 typedef struct cmx_req cmx_req;   /* a request collmux owns (mpi/request.c) */
 typedef struct cmx_comm cmx_comm; /* collmux's state of a communicator (below) */
@@ -208,19 +202,16 @@ int cmx_dtype_info(cmx_h dtype, int *kind, int *size);
 /* Decodes a predefined op into CMX_OP_*; CMX_OP_USER when not predefined. */
 int cmx_op_info(cmx_h op);
 
-/* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce */
-enum { CMX_ALGO_AUTO, CMX_ALGO_ONESHOT, CMX_ALGO_TWOSHOT };
-
 /* ---- configuration, set once by Go at initialisation ---- */
 typedef struct {
 	int disable; /* COLLMUX_DISABLE: pure forwarder */
 	int stats;   /* COLLMUX_STATS set */
-	int log;     /* COLLMUX_LOG level: 0 warn, 1 info, 2 decisions, 3 debug */
+	int log;     /* COLLMUX_LOG level: CMX_LOG_* */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
 	int timeout; /* COLLMUX_TIMEOUT: seconds a device collective waits for its peers before it fails */
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
-	int fused_algo; /* COLLMUX_FUSED_ALGO: CMX_ALGO_* */
+	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */

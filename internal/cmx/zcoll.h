@@ -3,6 +3,14 @@
 #ifndef CMX_ZCOLL_H
 #define CMX_ZCOLL_H
 
+/* Enums shared with Go, named after its constants. */
+enum { CMX_ABI_UNKNOWN, CMX_ABI_STANDARD, CMX_ABI_OPENMPI, CMX_ABI_MPICH }; /* mpi.ABI */
+enum { CMX_MEM_HOST, CMX_MEM_DEVICE, CMX_MEM_MANAGED, CMX_MEM_MIXED, CMX_NMEM }; /* dispatch.Mem */
+enum { CMX_DCLASS_INT, CMX_DCLASS_FLOAT, CMX_DCLASS_OTHER, CMX_NDCLASS }; /* dispatch.DClass */
+enum { CMX_BACKEND_MPI, CMX_BACKEND_NCCL, CMX_BACKEND_FUSED, CMX_BACKEND_STAGED, CMX_NBACKEND }; /* dispatch.Backend */
+enum { CMX_ALGO_AUTO, CMX_ALGO_ONESHOT, CMX_ALGO_TWOSHOT }; /* dispatch.FusedAlgo */
+enum { CMX_LOG_WARN, CMX_LOG_INFO, CMX_LOG_DECISIONS, CMX_LOG_DEBUG }; /* dispatch.LogLevel */
+
 /* Families (collectives, then point-to-point), in table order. */
 enum {
 	CMX_COLL_ALLREDUCE,

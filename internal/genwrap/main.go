@@ -20,7 +20,10 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"log"
 	"os"
 	"path/filepath"
@@ -148,6 +151,10 @@ func generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	enums, err := readEnums(root)
+	if err != nil {
+		return nil, err
+	}
 	fns, err := readUnserved(filepath.Join(root, "capi", "unserved.tab"))
 	if err != nil {
 		return nil, err
@@ -171,7 +178,7 @@ func generate(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{
-		"internal/cmx/zcoll.h":     genHeader(colls),
+		"internal/cmx/zcoll.h":     genHeader(colls, enums),
 		"capi/zwrappers.c":         libOnly(genWrappers(colls)),
 		"mpi/zforward.c":           libOnly(genForward(colls)),
 		"capi/zfortran.c":          libOnly(genFortran(colls)),
@@ -244,10 +251,74 @@ func upper(s string) string { return strings.ToUpper(s) }
 // none of the library's C.
 func libOnly(src []byte) []byte { return append([]byte("//go:build collmux_lib\n\n"), src...) }
 
-func genHeader(colls []coll) []byte {
+// goEnum is a Go enum whose values C uses too: its C names are made from
+// the Go constants' names (less a prefix), so the two cannot drift apart.
+type goEnum struct {
+	file, typ, strip string // where the const block is, its type, what to drop from each name
+	prefix, count    string // the C names' prefix; the C name of the Num* constant ("" if none)
+	values           []string
+}
+
+var goEnums = []goEnum{
+	{file: "mpi/abi.go", typ: "ABI", strip: "ABI", prefix: "CMX_ABI_"},
+	{file: "dispatch/dispatch.go", typ: "Mem", prefix: "CMX_MEM_", count: "CMX_NMEM"},
+	{file: "dispatch/rules.go", typ: "DClass", strip: "D", prefix: "CMX_DCLASS_", count: "CMX_NDCLASS"},
+	{file: "dispatch/dispatch.go", typ: "Backend", prefix: "CMX_BACKEND_", count: "CMX_NBACKEND"},
+	{file: "dispatch/config.go", typ: "FusedAlgo", strip: "Algo", prefix: "CMX_ALGO_"},
+	{file: "dispatch/config.go", typ: "LogLevel", strip: "Log", prefix: "CMX_LOG_"},
+}
+
+// readEnums reads each goEnum's constants, in order, from its Go source:
+// the const block whose first constant has the enum's type and iota.
+func readEnums(root string) ([]goEnum, error) {
+	out := append([]goEnum(nil), goEnums...)
+	for i := range out {
+		e := &out[i]
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, e.file), nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST || len(g.Specs) == 0 {
+				continue
+			}
+			first := g.Specs[0].(*ast.ValueSpec)
+			if t, ok := first.Type.(*ast.Ident); !ok || t.Name != e.typ {
+				continue
+			}
+			for _, sp := range g.Specs {
+				for _, n := range sp.(*ast.ValueSpec).Names {
+					e.values = append(e.values, n.Name)
+				}
+			}
+		}
+		if len(e.values) == 0 {
+			return nil, fmt.Errorf("%s: no const block of type %s", e.file, e.typ)
+		}
+	}
+	return out, nil
+}
+
+func genHeader(colls []coll, enums []goEnum) []byte {
 	var b bytes.Buffer
 	b.WriteString(header)
 	b.WriteString("#ifndef CMX_ZCOLL_H\n#define CMX_ZCOLL_H\n\n")
+	b.WriteString("/* Enums shared with Go, named after its constants. */\n")
+	for _, e := range enums {
+		var names []string
+		for _, v := range e.values {
+			if strings.HasPrefix(v, "Num") {
+				if e.count != "" {
+					names = append(names, e.count)
+				}
+				continue
+			}
+			names = append(names, e.prefix+upper(strings.TrimPrefix(v, e.strip)))
+		}
+		fmt.Fprintf(&b, "enum { %s }; /* %s.%s */\n", strings.Join(names, ", "), filepath.Dir(e.file), e.typ)
+	}
+	b.WriteString("\n")
 	b.WriteString("/* Families (collectives, then point-to-point), in table order. */\nenum {\n")
 	fams, _ := families(colls)
 	for _, f := range fams {
