@@ -473,12 +473,9 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, out);
 	if (c->fused_state != 1)
 		return 0;
-	/* A nonblocking call rings its job and returns; its request polls the
-	 * doorbell. Under MPI_THREAD_MULTIPLE it would first wait at the gate
-	 * for every rank, which a nonblocking call must not do: NCCL's path
-	 * takes it then (every rank has the same thread level). */
+	/* a nonblocking call rings its job and returns; its request polls the doorbell */
 	const int async = a->form == CMX_FORM_NONBLOCKING;
-	if (async && c->gate)
+	if (cmx_gate_refuses(c, a))
 		return 0;
 	struct cmx_fused *f = c->fused;
 	/* From here the peers run the call too, so a failure is an error,

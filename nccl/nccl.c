@@ -480,13 +480,9 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 		setup(c, any);
 	if (c->nccl_state != 1)
 		return 0;
-	/* A nonblocking call queues its work and returns; under
-	 * MPI_THREAD_MULTIPLE it would first wait at the gate for every rank
-	 * to enter the call, which a nonblocking call must not do (a rank may
-	 * reach it only after this one's next point-to-point call): those are
-	 * staged. Every rank has the same thread level, so all decline alike. */
+	/* a nonblocking call queues its work and returns; an event completes its request */
 	const int async = a->form == CMX_FORM_NONBLOCKING;
-	if (async && c->gate)
+	if (cmx_gate_refuses(c, a))
 		return 0;
 	/* the peers run NCCL now: a failure is an error, not a fallback.
 	 * Under MPI_THREAD_MULTIPLE, NCCL's kernels start once every rank is

@@ -309,6 +309,11 @@ struct cmx_comm {
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
 	int nvlink;                /* the least NVLink class of its nodes (nvlink.Class); -1: not learnt */
 };
+static inline int cmx_gate_refuses(const cmx_comm *c, const cmx_args *a)
+{
+	return a->form == CMX_FORM_NONBLOCKING && c->gate;
+}
+
 extern volatile unsigned cmx_routes_gen; /* bumped when the rules in force change */
 int cmx_rules_agree(int ok, uint32_t hash); /* over MPI_COMM_WORLD: every rank ok, with one hash */
 void cmx_set_fast_paths(void);              /* recompute forward_only / host_fast from the configuration */
@@ -401,6 +406,12 @@ typedef struct cmx_gate cmx_gate;
 cmx_gate *cmx_comm_gate(cmx_comm *c); /* collective at first use; NULL: not MPI_THREAD_MULTIPLE, or several nodes */
 void cmx_gate_close(cmx_comm *c);
 void cmx_gate_arrive(cmx_gate *g);                /* this rank is in the next call */
+/* A nonblocking call must not wait for its peers, which the gate would
+ * make it do (a peer may reach the call only after this rank's next
+ * point-to-point call): where a communicator has a gate, the device
+ * backends decline nonblocking calls, which are then staged. Every rank
+ * has the same thread level, so all decline alike. */
+static inline int cmx_gate_refuses(const cmx_comm *c, const cmx_args *a);
 /* 1 once every rank is in the call. 0 when this rank is not ready (it
  * gives up at once; the caller reports why) or after COLLMUX_TIMEOUT or
  * when a peer gave up (reported here); the peers then fail the call too. */
