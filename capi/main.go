@@ -414,6 +414,9 @@ func collmux_go_started(ranks C.int) {
 	case config.Stats != dispatch.StatsOff:
 		out = "statistics to " + config.StatsPath
 	}
+	if config.Trace != "" {
+		out += "; timelines to " + config.Trace + ".<rank>.json"
+	}
 	logf("collmux %s on %d ranks; MPI ABI %v (%s); %s; rules: %s; %s",
 		C.GoString(C.collmux_version()), int(ranks), abi, lib, gpu, config.RulesOrigin(), out)
 }
