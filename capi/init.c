@@ -48,7 +48,7 @@ static void init_once_fn(void)
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
 }
 
-/* Per-call work that is collective or counted (statistics, the agreement
+/* Per-call work that is collective or counted (statistics, timelines, the agreement
  * check, per-communicator shapes) needs every call on every rank to reach
  * the dispatcher: a rank that has not initialised CUDA must not forward a
  * host call that another rank dispatches. Without such work and without a
@@ -56,7 +56,7 @@ static void init_once_fn(void)
  * forward at once until CUDA is up. */
 void cmx_set_fast_paths(void)
 {
-	int per_call = cmx_cfg.stats || cmx_cfg.check || cmx_cfg.shape_rules;
+	int per_call = cmx_cfg.stats || cmx_cfg.trace || cmx_cfg.check || cmx_cfg.shape_rules;
 	cmx_state.forward_only = cmx_cfg.disable || (!per_call && !cmx_cuda_present);
 	cmx_state.host_fast = !cmx_cfg.disable && !per_call;
 }
@@ -128,6 +128,8 @@ static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
 	cmx_backends_finalize();
 	if (cmx_cfg.stats)
 		report_stats();
+	if (cmx_cfg.trace)
+		cmx_trace_write();
 	__atomic_store_n(&cmx_state.finalized, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -192,10 +194,11 @@ static void check_same_rules(void)
 static void at_exit(void)
 {
 	int inited = 0, fin = 0;
-	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.log >= CMX_LOG_INFO))
+	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.trace || cmx_cfg.log >= CMX_LOG_INFO))
 		return;
 	if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin)
-		cmx_log(0, "the program ended without MPI_Finalize: %s", cmx_cfg.stats ? "no statistics were reported" : "collmux did not shut down");
+		cmx_log(0, "the program ended without MPI_Finalize: %s",
+			cmx_cfg.stats || cmx_cfg.trace ? "no statistics or trace were written" : "collmux did not shut down");
 }
 
 static void register_at_exit(void) { atexit(at_exit); }
@@ -208,8 +211,11 @@ int cmx_after_init(int rc)
 	if (rc != 0 || cmx_cfg.disable)
 		return rc;
 	learn_rank();
-	if (!cmx_state.forward_only && cmx_mpi_setup())
+	if (!cmx_state.forward_only && cmx_mpi_setup()) {
 		check_same_rules();
+		if (cmx_cfg.trace)
+			cmx_trace_start();
+	}
 	int size = 0;
 	if (cmx_cfg.log >= CMX_LOG_INFO && cmx_log_rank() == 0 && cmx_px.Comm_size(cmx_abi.comm_world, &size) == 0)
 		collmux_go_started(size);

@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -35,6 +36,7 @@ import (
 	_ "collmux/staged"
 	"collmux/stats"
 	"collmux/topo/nvlink"
+	"collmux/trace"
 )
 
 //go:generate go run ../internal/genwrap -root ..
@@ -63,6 +65,7 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	}
 	config = c
 	cfg.stats = boolC(c.Stats != dispatch.StatsOff)
+	cfg.trace = boolC(c.Trace != "")
 	cfg.log = C.int(c.Log)
 	cfg.check = boolC(c.Check)
 	cfg.timeout = C.int(c.Timeout)
@@ -358,6 +361,47 @@ func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int, perR
 	}
 }
 
+// collmux_go_trace writes this rank's timeline (COLLMUX_TRACE) at
+// finalize: n events of the buffer ev, their times made relative to
+// epoch, the CLOCK_MONOTONIC reading of the instant every rank shares.
+//
+//export collmux_go_trace
+func collmux_go_trace(ev *C.cmx_trace_ev, n, dropped C.uint64_t, rank, ranks C.int, host *C.char, epochReal C.int64_t, epoch C.uint64_t) {
+	forms := [...]string{"blocking", "nonblocking", "persistent"}
+	name := func(names []string, i int) string {
+		if i >= 0 && i < len(names) {
+			return names[i]
+		}
+		return strconv.Itoa(i)
+	}
+	evs := unsafe.Slice(ev, int(n))
+	calls := make([]trace.Call, len(evs))
+	fnNames := unsafe.Slice(&C.cmx_fn_names[0], int(C.CMX_NFN))
+	for i, e := range evs {
+		c := &calls[i]
+		if fn := int(e.fn); fn >= 0 && fn < len(fnNames) {
+			c.Name = C.GoString(fnNames[fn])
+		}
+		c.Family = dispatch.Coll(e.coll).String()
+		c.StartNS, c.DurNS = uint64(e.t0)-uint64(epoch), uint64(e.dur)
+		if uint64(e.t0) < uint64(epoch) {
+			c.StartNS = 0
+		}
+		c.TID, c.RC, c.Bytes = int(e.tid), int(e.rc), uint64(e.bytes)
+		c.Backend, c.Mem = dispatch.Backend(e.backend).String(), dispatch.Mem(e.mem).String()
+		c.Form = name(forms[:], int(e.form))
+	}
+	m := trace.Meta{Tool: "collmux", Version: C.GoString(C.collmux_version()), Rank: int(rank), Ranks: int(ranks),
+		Host: C.GoString(host), Clock: trace.Clock, EpochUTC: int64(epochReal), Dropped: uint64(dropped)}
+	path := fmt.Sprintf("%s.%d.json", config.Trace, int(rank))
+	if err := trace.WriteFile(path, m, calls); err != nil {
+		logf("trace: %v", err)
+	}
+	if dropped > 0 {
+		logf("trace: the buffer held %d calls: %d later ones are not in %s", int(n), uint64(dropped), path)
+	}
+}
+
 // collmux_go_started says, on rank 0 at COLLMUX_LOG=info, what collmux
 // found at MPI_Init. It loads nothing: NCCL and NVRTC are looked for at
 // first use.
@@ -382,6 +426,9 @@ func collmux_go_started(ranks C.int) {
 		out = "statistics to stderr"
 	case config.Stats != dispatch.StatsOff:
 		out = "statistics to " + config.StatsPath
+	}
+	if config.Trace != "" {
+		out += "; timelines to " + config.Trace + ".<rank>.json"
 	}
 	logf("collmux %s on %d ranks; MPI ABI %v (%s); %s; rules: %s; %s",
 		C.GoString(C.collmux_version()), int(ranks), abi, lib, gpu, config.RulesOrigin(), out)

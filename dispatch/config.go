@@ -38,6 +38,7 @@ const (
 type Config struct {
 	Stats     StatsMode
 	StatsPath string // "" means stderr (text only)
+	Trace     string // COLLMUX_TRACE: each rank's timeline goes to Trace.<rank>.json ("": none)
 	Log       LogLevel
 	Check     bool      // COLLMUX_CHECK: verify on every call that ranks agree
 	NCCLLib   string    // COLLMUX_NCCL_LIB: NCCL library to load
@@ -163,6 +164,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Stats, c.StatsPath = StatsText, v
 	default:
 		return c, fmt.Errorf("COLLMUX_STATS=%q: want 1/0 (or true/false, yes/no, on/off), stderr or -, or a file: a path containing '/' or ending in .json (JSON) or .txt (text)", v)
+	}
+	if v := strings.TrimSpace(getenv("COLLMUX_TRACE")); v != "" && !isFalse(v) {
+		if isTrue(v) {
+			return c, fmt.Errorf("COLLMUX_TRACE=%q: want a path; each rank writes <path>.<rank>.json", v)
+		}
+		c.Trace = v
 	}
 	log, err := choiceVar(getenv, "COLLMUX_LOG")
 	if err != nil {

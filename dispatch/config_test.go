@@ -225,3 +225,14 @@ func TestRulesOrigin(t *testing.T) {
 		t.Errorf("no rules: %q", got)
 	}
 }
+
+// COLLMUX_TRACE is a path prefix; a boolean that turns it on is refused
+// (it would become files named 1.<rank>.json), one that turns it off is off.
+func TestTraceVar(t *testing.T) {
+	for v, want := range map[string]string{"": "", "0": "", "off": "", "tl": "tl", " /tmp/run/tl ": "/tmp/run/tl", "1": "error", "yes": "error"} {
+		c, err := LoadConfig(func(k string) string { return map[string]string{"COLLMUX_TRACE": v}[k] })
+		if got := c.Trace; (err != nil) != (want == "error") || (err == nil && got != want) {
+			t.Errorf("COLLMUX_TRACE=%q: %q, %v; want %q", v, got, err, want)
+		}
+	}
+}

@@ -155,9 +155,8 @@ static int bucket_of(uint64_t bytes)
 	return b < CMX_NBUCKET ? b : CMX_NBUCKET - 1;
 }
 
-static void record(const cmx_args *a, const cmx_comm *c, int backend, int rule, uint64_t ns)
+static void record(const cmx_args *a, int64_t bytes, int backend, int rule, uint64_t ns)
 {
-	int64_t bytes = call_bytes(a, c, 1);
 	int k = bucket_of(bytes < 0 ? 0 : (uint64_t)bytes);
 	cmx_stat *s = &cmx_stats[a->coll][backend][k];
 	__atomic_store_n(&cmx_stat_rule[a->coll][backend][k], rule + 1, __ATOMIC_RELAXED);
@@ -418,15 +417,22 @@ int cmx_dispatch(cmx_args *a)
 	a->op = cmx_norm(a->op);
 	a->comm = cmx_norm(a->comm);
 	int backend = CMX_BACKEND_MPI, used = CMX_BACKEND_MPI, rule = -1;
-	uint64_t bytes = 0, t0 = cmx_cfg.stats ? cmx_now_ns() : 0;
+	const int timed = cmx_cfg.stats | cmx_cfg.trace;
+	uint64_t bytes = 0, t0 = timed ? cmx_now_ns() : 0;
 	cmx_comm *c = NULL;
 	const int coll = cmx_coll_class[a->coll] == CMX_CLASS_COLLECTIVE;
 	int rc = coll ? collective(a, &c, &backend, &used, &rule, &bytes) : solo(a, &used);
 	if (!coll)
 		backend = used;
-	/* a persistent call is counted at each start, in its nonblocking form */
-	if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
-		record(a, c, used, rule, cmx_now_ns() - t0);
+	if (CMX_UNLIKELY(timed)) {
+		uint64_t t1 = cmx_now_ns();
+		int64_t moved = call_bytes(a, c, 1);
+		/* a persistent call is counted at each start, in its nonblocking form */
+		if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
+			record(a, moved, used, rule, t1 - t0);
+		if (cmx_cfg.trace) /* every call, its set-up and failures too (the event says which) */
+			cmx_trace_add(a, used, moved, t0, t1, rc);
+	}
 	if (cmx_cfg.log >= CMX_LOG_DECISIONS)
 		explain(a, bytes, used, rule, backend);
 	depth--;

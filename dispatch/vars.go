@@ -37,6 +37,8 @@ var Vars = []Var{
 		Help: "1: pure forwarder, every call goes straight to MPI and nothing else is read"},
 	{Name: "COLLMUX_STATS", Default: "0", Library: true,
 		Help: "1: a statistics table at MPI_Finalize on stderr; file.json: as JSON; another path: the table to that file"},
+	{Name: "COLLMUX_TRACE", Library: true,
+		Help: "path: each rank writes a timeline of its routed calls to path.<rank>.json at MPI_Finalize (Perfetto; `collmux trace merge` joins them)"},
 	choice("COLLMUX_LOG", "what collmux writes to stderr: warn, info, decisions (each distinct routing decision once) or debug",
 		"warn", "info", "decisions", "debug"),
 	{Name: "COLLMUX_RULES", Library: true,

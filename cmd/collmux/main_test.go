@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"collmux/dispatch"
+	"collmux/trace"
 	"collmux/tune"
 )
 
@@ -226,5 +227,31 @@ func TestInfo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// trace merge joins two ranks' files into one.
+func TestTraceMerge(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for r := 0; r < 2; r++ {
+		p := filepath.Join(dir, "t."+string(rune('0'+r))+".json")
+		m := trace.Meta{Tool: "collmux", Rank: r, Ranks: 2, Clock: trace.Clock}
+		if err := trace.WriteFile(p, m, []trace.Call{{Name: "MPI_Barrier", Family: "barrier", StartNS: uint64(10 - r), TID: 1, Backend: "mpi", Mem: "host", Form: "blocking"}}); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	out := filepath.Join(dir, "all.json")
+	if msg := execute(t, append([]string{"trace", "merge", out}, files...)...); !strings.Contains(msg, "of 2 ranks") {
+		t.Errorf("merge said %q", msg)
+	}
+	f, err := trace.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := f.TraceEvents[len(f.TraceEvents)-1]
+	if last.Ph != "X" || last.PID != 0 {
+		t.Errorf("last event %+v: want rank 0's barrier, the later one", last)
 	}
 }

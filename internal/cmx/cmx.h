@@ -208,6 +208,7 @@ typedef struct {
 	int stats;   /* COLLMUX_STATS set */
 	int log;     /* COLLMUX_LOG level: CMX_LOG_* */
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
+	int trace;   /* COLLMUX_TRACE set: record every routed call (dispatch/trace.c) */
 	int timeout; /* COLLMUX_TIMEOUT: seconds a device collective waits for its peers before it fails */
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
@@ -522,6 +523,18 @@ int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, 
  * start (the router) with the call in its nonblocking form */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *));
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
+
+/* ---- timelines (COLLMUX_TRACE, dispatch/trace.c) ---- */
+#define CMX_TRACE_MAX (1u << 20) /* events kept per process; later calls are counted as dropped */
+typedef struct {
+	uint64_t t0, dur, bytes; /* t0: CLOCK_MONOTONIC ns */
+	int32_t tid, rc;
+	int16_t fn;
+	uint8_t coll, backend, mem, form;
+} cmx_trace_ev;
+void cmx_trace_start(void); /* MPI_Init, every rank: the buffer and the shared instant (collective) */
+void cmx_trace_add(const cmx_args *a, int backend, int64_t bytes, uint64_t t0, uint64_t t1, int rc);
+void cmx_trace_write(void); /* the finalize hook: this rank's file */
 
 #include "goexports.h"
 

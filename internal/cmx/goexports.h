@@ -16,6 +16,7 @@ int collmux_go_fused_rejected(void);
 void collmux_go_explain(int coll, int mem, uint64_t bytes, int used, int rule, int wanted);
 void collmux_go_report(uint64_t *counters, int32_t *rules, int ranks, uint64_t *per_rank, int cells);
 void collmux_go_started(int ranks);
+void collmux_go_trace(cmx_trace_ev *ev, uint64_t n, uint64_t dropped, int rank, int ranks, char *host, int64_t epoch_real, uint64_t epoch);
 int collmux_go_node_nvlink(void);
 
 #endif
