@@ -358,7 +358,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 // RulesOrigin says where the rules in force came from, source by source
-// in order: "8 default, 2 from tuning table t.json, 1 from COLLMUX_RULES".
+// in order: "8 default, 2 from tuning table t.json (COLLMUX_TUNING), 1
+// from COLLMUX_RULES".
 func (c Config) RulesOrigin() string {
 	var parts []string
 	for i := 0; i < len(c.Rules); {
@@ -367,8 +368,11 @@ func (c Config) RulesOrigin() string {
 			j++
 		}
 		from := "from " + c.Rules[i].Source
-		if c.Rules[i].Source == "default" {
+		switch src := c.Rules[i].Source; {
+		case src == "default":
 			from = "default"
+		case c.Tuning != "" && src == "tuning table "+c.Tuning && c.TuningFrom != "":
+			from += " (" + c.TuningFrom + ")"
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", j-i, from))
 		i = j

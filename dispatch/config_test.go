@@ -209,7 +209,7 @@ func TestRulesOrigin(t *testing.T) {
 		{"defaults", nil, fmt.Sprintf("%d default", nd)},
 		{"COLLMUX_RULES", map[string]string{"COLLMUX_RULES": "bcast:cuda:*:staged"}, fmt.Sprintf("%d default, 1 from COLLMUX_RULES", nd)},
 		{"tuning table", map[string]string{"COLLMUX_TUNING": table, "COLLMUX_RULES": "bcast:cuda:*:staged#allreduce:host:*:mpi"},
-			fmt.Sprintf("%d default, 2 from tuning table %s, 2 from COLLMUX_RULES", nd, table)},
+			fmt.Sprintf("%d default, 2 from tuning table %s (COLLMUX_TUNING), 2 from COLLMUX_RULES", nd, table)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadConfig(func(k string) string { return tc.env[k] })
@@ -322,6 +322,9 @@ func TestSystemTuningTable(t *testing.T) {
 				}
 				if src := c.Rules[len(c.Rules)-1].Source; src != want {
 					t.Errorf("last rule from %q, want %q", src, want)
+				}
+				if o := c.RulesOrigin(); !strings.Contains(o, want+" ("+tc.wantFrom+")") {
+					t.Errorf("RulesOrigin %q does not say where the table came from", o)
 				}
 			}
 		})

@@ -191,6 +191,8 @@ func detectLauncher(mpirun string) (l launcher, note string, err error) {
 	switch {
 	case errors.As(err, &notFound):
 		return l, "", fmt.Errorf("--mpirun %s: %v (or give --launcher)", mpirun, notFound.Err)
+	case err != nil && len(out) == 0:
+		return l, "", fmt.Errorf("--mpirun %s: %v (or give --launcher)", mpirun, err)
 	case strings.Contains(text, "Open MPI") || strings.Contains(text, "OpenRTE") || strings.Contains(text, "PRRTE"):
 		return openMPILauncher(mpirun), "", nil
 	case strings.Contains(text, "HYDRA") || strings.Contains(text, "MPICH") || strings.Contains(text, "Intel(R) MPI"):
