@@ -1,13 +1,17 @@
 package dispatch
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"collmux/topo/nvlink"
 	"collmux/tune"
@@ -36,20 +40,21 @@ const (
 // Config is collmux's configuration, read once per process from the
 // environment. Every field has a COLLMUX_* variable; Vars lists them.
 type Config struct {
-	Stats     StatsMode
-	StatsPath string // "" means stderr (text only)
-	Trace     string // COLLMUX_TRACE: each rank's timeline goes to Trace.<rank>.json ("": none)
-	Log       LogLevel
-	Check     bool      // COLLMUX_CHECK: verify on every call that ranks agree
-	NCCLLib   string    // COLLMUX_NCCL_LIB: NCCL library to load
-	Timeout   int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
-	LingerUS  int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
-	Unordered bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
-	FusedAlgo FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
-	Rules     []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
-	UserFrom  int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
-	Tuning    string    // the tuning table in force, if any
-	Warnings  []string
+	Stats      StatsMode
+	StatsPath  string // "" means stderr (text only)
+	Trace      string // COLLMUX_TRACE: each rank's timeline goes to Trace.<rank>.json ("": none)
+	Log        LogLevel
+	Check      bool      // COLLMUX_CHECK: verify on every call that ranks agree
+	NCCLLib    string    // COLLMUX_NCCL_LIB: NCCL library to load
+	Timeout    int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
+	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
+	Unordered  bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
+	FusedAlgo  FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
+	Rules      []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
+	UserFrom   int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
+	Tuning     string    // the tuning table in force, if any
+	TuningFrom string    // where Tuning came from: TuningFromEnv, TuningFromUser or TuningFromSystem (with " (COLLMUX_TUNING_DIR)")
+	Warnings   []string
 }
 
 // FusedAlgo is how the fused kernels all-reduce (COLLMUX_FUSED_ALGO).
@@ -101,7 +106,8 @@ func gpuKey() string {
 	return GPUKey()
 }
 
-// TuningDir is where `collmux tune --install` puts tables, one per GPU key:
+// TuningDir is the user's folder of tuning tables, one per GPU key, where
+// `collmux tune --install` puts them (searched before SystemTuningDir):
 // $XDG_CONFIG_HOME/collmux, or ~/.config/collmux; "" (none) where neither
 // variable holds an absolute path, which would otherwise take tables from
 // .config/collmux under whatever directory the program runs in.
@@ -115,35 +121,177 @@ func TuningDir(getenv func(string) string) string {
 	return ""
 }
 
-// tuningRules loads the tuning table named by COLLMUX_TUNING, or the one
-// installed for this machine's GPU key. A table made on another machine
-// is refused with a warning; an unreadable or malformed one is an error.
-func tuningRules(getenv func(string) string) (rules []Rule, path string, warn string, err error) {
-	path = getenv("COLLMUX_TUNING")
-	source := "COLLMUX_TUNING" // what an error blames
-	if path == "" {
-		dir := TuningDir(getenv)
-		if dir == "" {
-			return nil, "", "", nil
-		}
-		if m, _ := filepath.Glob(filepath.Join(dir, "tuning-*.json")); len(m) == 0 {
-			return nil, "", "", nil // nothing installed: skip NVML entirely
-		}
-		path = filepath.Join(dir, "tuning-"+gpuKey()+".json")
-		if _, err := os.Stat(path); err != nil {
-			return nil, "", "", nil
-		}
-		source = "the installed tuning table"
+// DefaultSystemTuningDir is the site-wide folder of tuning tables (`collmux
+// tune --install --system`), searched after the user's; COLLMUX_TUNING_DIR
+// names another.
+const DefaultSystemTuningDir = "/etc/collmux"
+
+// systemTuningDefault is DefaultSystemTuningDir; tests point it elsewhere,
+// away from whatever this machine's /etc/collmux holds.
+var systemTuningDefault = DefaultSystemTuningDir
+
+// SystemTuningDir is the site-wide folder of tuning tables:
+// COLLMUX_TUNING_DIR, which must be an absolute path, or /etc/collmux.
+func SystemTuningDir(getenv func(string) string) (string, error) {
+	v := getenv("COLLMUX_TUNING_DIR")
+	if v == "" {
+		return systemTuningDefault, nil
 	}
-	t, err := tune.Read(path)
+	if !filepath.IsAbs(v) {
+		return "", fmt.Errorf("COLLMUX_TUNING_DIR=%q: want an absolute path", v)
+	}
+	return filepath.Clean(v), nil
+}
+
+// TuningDirs are the folders searched for an installed tuning table, in
+// order: the user's (TuningDir, where there is one), then the system's.
+func TuningDirs(getenv func(string) string) []string {
+	var dirs []string
+	if d := TuningDir(getenv); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d, err := SystemTuningDir(getenv); err == nil {
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
+// Where a tuning table came from (Config.TuningFrom).
+const (
+	TuningFromEnv    = "COLLMUX_TUNING"
+	TuningFromUser   = "the user's folder"
+	TuningFromSystem = "the system folder"
+)
+
+// tuningRules loads the tuning table named by COLLMUX_TUNING, or the one
+// installed for this machine's GPU key: in the user's folder, else in the
+// system folder, whose table is read only if no other user could have
+// written it (TrustedSystemPath; else it is skipped with a warning). A table
+// made on another machine is refused with a warning; an unreadable or
+// malformed one is an error. from says where the table came from.
+func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn string, err error) {
+	sys, err := SystemTuningDir(getenv)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("%s: %v", source, err)
+		return nil, "", "", "", err
+	}
+	var t tune.Table
+	if path = getenv("COLLMUX_TUNING"); path != "" {
+		from = TuningFromEnv
+		if t, err = tune.Read(path); err != nil {
+			return nil, "", "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
+		}
+	} else {
+		user := TuningDir(getenv)
+		installed := false
+		for _, dir := range []string{user, sys} {
+			if dir == "" {
+				continue
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, "tuning-*.json")); len(m) > 0 {
+				installed = true
+			}
+		}
+		if !installed {
+			return nil, "", "", "", nil // nothing installed: skip NVML entirely
+		}
+		name := "tuning-" + gpuKey() + ".json"
+		if path = filepath.Join(user, name); user != "" && exists(path) {
+			from = TuningFromUser
+			if t, err = tune.Read(path); err != nil {
+				return nil, "", "", "", fmt.Errorf("the installed tuning table: %v", err)
+			}
+		} else {
+			path, from = filepath.Join(sys, name), TuningFromSystem
+			if getenv("COLLMUX_TUNING_DIR") != "" {
+				from += " (COLLMUX_TUNING_DIR)"
+			}
+			b, err := readTrusted(path)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return nil, "", "", "", nil
+			case err != nil:
+				return nil, "", "", fmt.Sprintf("system tuning table %s not used: %v", path, err), nil
+			}
+			if t, err = tune.Decode(b, path); err != nil {
+				return nil, "", "", "", fmt.Errorf("the system tuning table: %v", err)
+			}
+		}
 	}
 	if key := gpuKey(); t.GPUKey != key {
-		return nil, "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
+		return nil, "", "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
 	}
 	rules, err = ParseRules(t.RuleString(), "tuning table "+path)
-	return rules, path, "", err
+	return rules, path, from, "", err
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// readTrusted reads a system tuning table after checking (TrustedSystemPath)
+// its folder and itself, the file opened without following a link and
+// checked again once open, so that it cannot be swapped in between.
+func readTrusted(path string) ([]byte, error) {
+	if _, err := os.Lstat(path); err != nil {
+		return nil, err // none installed for this key: no word about the folder
+	}
+	if err := TrustedSystemPath(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	if err := TrustedSystemPath(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := trusted(path, fi, false); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// TrustedSystemPath says why a system tuning table, or its folder, is not
+// to be trusted (nil if it is): it is a symbolic link (checked with Lstat,
+// never followed), not a regular file or folder, owned by a user other than
+// root and the current one, or writable by its group or others. Such a
+// table could have been written by another user to route everyone's
+// collectives.
+func TrustedSystemPath(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	return trusted(path, fi, fi.IsDir())
+}
+
+func trusted(path string, fi fs.FileInfo, dir bool) error {
+	what := "file"
+	if dir {
+		what = "folder"
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link", path)
+	case dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular %s", path, what)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s %s is writable by its group or others (mode %04o)", what, path, fi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("cannot tell who owns %s", path)
+	}
+	if st.Uid != 0 && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("%s %s is owned by uid %d, neither root nor this user", what, path, st.Uid)
+	}
+	return nil
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in the
@@ -197,14 +345,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Rules = DefaultRules()
-	tuned, path, warn, err := tuningRules(getenv)
+	tuned, path, from, warn, err := tuningRules(getenv)
 	if err != nil {
 		return c, err
 	}
 	if warn != "" {
 		c.Warnings = append(c.Warnings, warn)
 	}
-	c.Rules, c.Tuning = append(c.Rules, tuned...), path
+	c.Rules, c.Tuning, c.TuningFrom = append(c.Rules, tuned...), path, from
 	c.UserFrom = len(c.Rules)
 	if v := getenv("COLLMUX_RULES"); v != "" {
 		user, err := ParseRules(v, "COLLMUX_RULES")
@@ -217,7 +365,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 // RulesOrigin says where the rules in force came from, source by source
-// in order: "8 default, 2 from tuning table t.json, 1 from COLLMUX_RULES".
+// in order: "8 default, 2 from tuning table t.json (COLLMUX_TUNING), 1
+// from COLLMUX_RULES".
 func (c Config) RulesOrigin() string {
 	var parts []string
 	for i := 0; i < len(c.Rules); {
@@ -226,8 +375,11 @@ func (c Config) RulesOrigin() string {
 			j++
 		}
 		from := "from " + c.Rules[i].Source
-		if c.Rules[i].Source == "default" {
+		switch src := c.Rules[i].Source; {
+		case src == "default":
 			from = "default"
+		case c.Tuning != "" && src == "tuning table "+c.Tuning && c.TuningFrom != "":
+			from += " (" + c.TuningFrom + ")"
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", j-i, from))
 		i = j

@@ -209,7 +209,7 @@ func TestRulesOrigin(t *testing.T) {
 		{"defaults", nil, fmt.Sprintf("%d default", nd)},
 		{"COLLMUX_RULES", map[string]string{"COLLMUX_RULES": "bcast:cuda:*:staged"}, fmt.Sprintf("%d default, 1 from COLLMUX_RULES", nd)},
 		{"tuning table", map[string]string{"COLLMUX_TUNING": table, "COLLMUX_RULES": "bcast:cuda:*:staged#allreduce:host:*:mpi"},
-			fmt.Sprintf("%d default, 2 from tuning table %s, 2 from COLLMUX_RULES", nd, table)},
+			fmt.Sprintf("%d default, 2 from tuning table %s (COLLMUX_TUNING), 2 from COLLMUX_RULES", nd, table)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadConfig(func(k string) string { return tc.env[k] })
@@ -234,5 +234,110 @@ func TestTraceVar(t *testing.T) {
 		if got := c.Trace; (err != nil) != (want == "error") || (err == nil && got != want) {
 			t.Errorf("COLLMUX_TRACE=%q: %q, %v; want %q", v, got, err, want)
 		}
+	}
+}
+
+// Tests never read this machine's /etc/collmux.
+func init() { systemTuningDefault = "/nonexistent/collmux-test-system" }
+
+// The system folder (COLLMUX_TUNING_DIR, else /etc/collmux) is searched
+// after the user's, and its table is used only if no other user could have
+// written it: the table and its folder owned by root or this user, not
+// writable by group or others, not symbolic links.
+func TestSystemTuningTable(t *testing.T) {
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
+	table := func(dir string, rules ...string) string {
+		os.MkdirAll(dir, 0o755)
+		os.Chmod(dir, 0o755)
+		p := filepath.Join(dir, "tuning-key-here.json")
+		if err := (tune.Table{Version: tune.TableVersion, GPUKey: "key-here", Rules: rules}).Write(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name     string
+		setup    func(sys, user string) // sys holds a good table to begin with
+		env      map[string]string      // COLLMUX_TUNING_DIR is sys unless set here
+		wantFrom string                 // "" for no table
+		wantWarn string
+		wantErr  string
+	}{
+		{name: "system", wantFrom: "the system folder (COLLMUX_TUNING_DIR)"},
+		{name: "default system folder", env: map[string]string{"COLLMUX_TUNING_DIR": ""}, wantFrom: "the system folder"},
+		{name: "user first", setup: func(sys, user string) { table(user, "bcast:cuda:*:nccl") }, wantFrom: "the user's folder"},
+		{name: "user's other keys", setup: func(sys, user string) {
+			os.MkdirAll(user, 0o755)
+			os.WriteFile(filepath.Join(user, "tuning-other.json"), []byte("{}"), 0o644)
+		}, wantFrom: "the system folder (COLLMUX_TUNING_DIR)"},
+		{name: "folder writable by group", setup: func(sys, user string) { os.Chmod(sys, 0o775) }, wantWarn: "writable by its group or others (mode 0775)"},
+		{name: "file writable by others", setup: func(sys, user string) { os.Chmod(filepath.Join(sys, "tuning-key-here.json"), 0o666) }, wantWarn: "file"},
+		{name: "file a link", setup: func(sys, user string) {
+			p := filepath.Join(sys, "tuning-key-here.json")
+			os.Rename(p, filepath.Join(sys, "real.json"))
+			os.Symlink("real.json", p)
+		}, wantWarn: "is a symbolic link"},
+		{name: "folder a link", setup: func(sys, user string) { os.Symlink(sys, sys+"-link") },
+			env: map[string]string{"COLLMUX_TUNING_DIR": "LINK"}, wantWarn: "is a symbolic link"},
+		{name: "another user's", setup: func(sys, user string) {
+			if os.Getuid() != 0 {
+				t.Skip("needs root to give a file away")
+			}
+			os.Chown(filepath.Join(sys, "tuning-key-here.json"), 65534, 65534)
+		}, wantWarn: "owned by uid 65534"},
+		{name: "untrusted but no table for this key", setup: func(sys, user string) {
+			os.Rename(filepath.Join(sys, "tuning-key-here.json"), filepath.Join(sys, "tuning-other.json"))
+			os.Chmod(sys, 0o777)
+		}},
+		{name: "relative folder", env: map[string]string{"COLLMUX_TUNING_DIR": "etc/collmux"}, wantErr: "COLLMUX_TUNING_DIR"},
+		{name: "broken", setup: func(sys, user string) { os.WriteFile(filepath.Join(sys, "tuning-key-here.json"), []byte("{"), 0o644) },
+			wantErr: "the system tuning table"},
+		{name: "COLLMUX_TUNING first", env: map[string]string{"COLLMUX_TUNING": "SYS/tuning-key-here.json"}, wantFrom: "COLLMUX_TUNING"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			sys, user := filepath.Join(root, "etc", "collmux"), filepath.Join(root, "home", "collmux")
+			table(sys, "allreduce:cuda:*:staged")
+			defer func(d string) { systemTuningDefault = d }(systemTuningDefault)
+			systemTuningDefault = sys
+			if tc.setup != nil {
+				tc.setup(sys, user)
+			}
+			env := map[string]string{"XDG_CONFIG_HOME": filepath.Join(root, "home"), "COLLMUX_TUNING_DIR": sys}
+			for k, v := range tc.env {
+				env[k] = strings.ReplaceAll(strings.ReplaceAll(v, "LINK", sys+"-link"), "SYS", sys)
+			}
+			c, err := LoadConfig(func(k string) string { return env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			warns := strings.Join(c.Warnings, "\n")
+			if c.TuningFrom != tc.wantFrom || (c.Tuning == "") != (tc.wantFrom == "") {
+				t.Errorf("table %q from %q, want from %q (warnings %q)", c.Tuning, c.TuningFrom, tc.wantFrom, warns)
+			}
+			if tc.wantWarn == "" && warns != "" || tc.wantWarn != "" && !strings.Contains(warns, tc.wantWarn) {
+				t.Errorf("warnings %q, want %q", warns, tc.wantWarn)
+			}
+			if tc.wantFrom != "" {
+				want := map[string]string{"the user's folder": "tuning table " + filepath.Join(user, "tuning-key-here.json")}[tc.wantFrom]
+				if want == "" {
+					want = "tuning table " + filepath.Join(sys, "tuning-key-here.json")
+				}
+				if src := c.Rules[len(c.Rules)-1].Source; src != want {
+					t.Errorf("last rule from %q, want %q", src, want)
+				}
+				if o := c.RulesOrigin(); !strings.Contains(o, want+" ("+tc.wantFrom+")") {
+					t.Errorf("RulesOrigin %q does not say where the table came from", o)
+				}
+			}
+		})
 	}
 }

@@ -193,11 +193,17 @@ func (t Table) Write(path string) error {
 
 // Read loads a table and checks its version.
 func Read(path string) (Table, error) {
-	var t Table
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return t, err
+		return Table{}, err
 	}
+	return Decode(b, path)
+}
+
+// Decode parses a table read from path (which only names it in errors)
+// and checks its version.
+func Decode(b []byte, path string) (Table, error) {
+	var t Table
 	if err := json.Unmarshal(b, &t); err != nil {
 		return t, fmt.Errorf("%s: %v", path, err)
 	}

@@ -43,7 +43,11 @@ func checkCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if samples, err = measure(cmd.ErrOrStderr(), o, []string{tune.Tuned}, "COLLMUX_TUNING="+abs); err != nil {
+				samples, err = measure(cmd, o, []string{tune.Tuned}, "COLLMUX_TUNING="+abs)
+				if err == errDryRun {
+					return nil
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -79,17 +80,29 @@ func writeSettings(w io.Writer, getenv func(string) string) error {
 	return tw.Flush()
 }
 
+// tuningInForce says which tuning table is in force and where it came
+// from (COLLMUX_TUNING, the user's folder, the system folder), or why there
+// is none.
+func tuningInForce(cfg dispatch.Config, getenv func(string) string) string {
+	switch {
+	case cfg.Tuning != "":
+		return cfg.Tuning + " (from " + cfg.TuningFrom + ")"
+	case getenv("COLLMUX_TUNING") != "":
+		return "none: COLLMUX_TUNING's table is not used (see Warnings)"
+	}
+	none := "none: COLLMUX_TUNING is unset and no table for this machine's GPU key is installed in " + strings.Join(dispatch.TuningDirs(getenv), " or ")
+	for _, w := range cfg.Warnings {
+		if strings.Contains(w, "tuning table") {
+			return none + " that collmux may use (see Warnings)"
+		}
+	}
+	return none
+}
+
 // writeRules lists the rules in the order they apply, each with its
 // source, after a line saying where the tuning table came from.
 func writeRules(w io.Writer, cfg dispatch.Config, getenv func(string) string) error {
-	tuning := cfg.Tuning
-	switch {
-	case tuning != "":
-	case getenv("COLLMUX_TUNING") != "":
-		tuning = "none: COLLMUX_TUNING's table is not used (see Warnings)"
-	default:
-		tuning = "none: COLLMUX_TUNING is unset and " + dispatch.TuningDir(getenv) + " holds no table for this machine's GPU key"
-	}
+	tuning := tuningInForce(cfg, getenv)
 	fmt.Fprintf(w, "Tuning table: %s\nRules, later ones winning: %d built-in, %d from the tuning table, %d from COLLMUX_RULES\n",
 		tuning, len(dispatch.DefaultRules()), cfg.UserFrom-len(dispatch.DefaultRules()), len(cfg.Rules)-cfg.UserFrom)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"text/tabwriter"
@@ -23,7 +24,8 @@ func routesCmd() *cobra.Command {
 		Use:   "routes",
 		Short: "Show where each collective goes, by memory kind and size, under the current environment",
 		Long: "routes compiles the rules collmux would use in a process started with this environment " +
-			"(built-in defaults, the tuning table, COLLMUX_RULES) and prints them with the rule behind each range.",
+			"(built-in defaults, the tuning table, COLLMUX_RULES) and prints them with the rule behind each range, " +
+			"after the tuning table in force and where it came from (COLLMUX_TUNING, the user's folder or the system folder).",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, warns, err := loadConfig()
 			if err != nil {
@@ -45,6 +47,7 @@ func routesCmd() *cobra.Command {
 				return fmt.Errorf("--nvlink %q: want none, partial or full", nvl)
 			}
 			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Tuning table: %s\n\n", tuningInForce(cfg, os.Getenv))
 			blocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Blocking)
 			nonblocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Nonblocking)
 			if err := printRoutes(out, cfg.Rules, &blocking, nil); err != nil {

@@ -3,8 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,9 @@ type tuneOpts struct {
 	fusedMax           string
 	margin             float64
 	out, plots         string
-	install            bool
+	install, system    bool
+	launcher           string
+	dryRun             bool
 	fromCSV            []string
 	saveCSV            string
 	gpuKey             string
@@ -49,7 +52,8 @@ func tuneCmd() *cobra.Command {
 	benchFlags(c, &o)
 	f.Float64Var(&o.margin, "margin", 0.05, "keep the previous winner while within this fraction of the best")
 	f.StringVar(&o.out, "out", "", "tuning table to write (default tuning-<gpu key>.json)")
-	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself")
+	f.BoolVar(&o.install, "install", false, "also install the table where collmux finds it by itself (the user's folder)")
+	f.BoolVar(&o.system, "system", false, "with --install: install it for every user of this machine, in COLLMUX_TUNING_DIR or "+dispatch.DefaultSystemTuningDir+" (run as root)")
 	f.StringVar(&o.plots, "plots", ".", "directory for the plots (<collective>.png)")
 	f.StringVar(&o.gpuKey, "gpu-key", "", "GPU key of the machine the CSV files were measured on (with --from-csv)")
 	return c
@@ -60,7 +64,9 @@ func tuneCmd() *cobra.Command {
 func benchFlags(c *cobra.Command, o *tuneOpts) {
 	f := c.Flags()
 	f.IntVar(&o.np, "np", 0, "ranks (default: the number of GPUs)")
-	f.StringVar(&o.mpirun, "mpirun", "mpirun", "MPI launcher")
+	f.StringVar(&o.mpirun, "mpirun", "mpirun", "MPI launcher, Open MPI's or MPICH's (as its --version tells)")
+	f.StringVar(&o.launcher, "launcher", "", launcherHelp)
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the command line that would run the benchmark, and stop")
 	f.StringVar(&o.bench, "bench", "", "the gpu_bench binary (build it with mpicc from bench/gpu_bench.c)")
 	f.StringVar(&o.lib, "lib", "build/libcollmux.so", "libcollmux.so to preload")
 	f.StringSliceVar(&o.backends, "backends", []string{"nccl", "fused", "staged"}, "backends to measure")
@@ -86,6 +92,9 @@ func backendOf(path string) string {
 }
 
 func runTune(cmd *cobra.Command, o tuneOpts) error {
+	if o.system && !o.install {
+		return fmt.Errorf("--system goes with --install")
+	}
 	nv := topo.SystemNVML()
 	defer topo.Shutdown(nv)
 	m := topo.Probe(nv)
@@ -103,7 +112,10 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 			m.GPUKey, m.Fingerprint = o.gpuKey, ""
 		}
 	} else {
-		s, err := measure(cmd.ErrOrStderr(), o, nil)
+		s, err := measure(cmd, o, nil)
+		if err == errDryRun {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -130,7 +142,14 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	for _, r := range t.Rules {
 		fmt.Fprintln(cmd.OutOrStdout(), "  ", r)
 	}
-	if o.install {
+	switch {
+	case o.install && o.system:
+		dst, err := installSystem(cmd, t)
+		if err != nil {
+			return fmt.Errorf("--install --system: %v", err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "installed %s for every user\n", dst)
+	case o.install:
 		dir := dispatch.TuningDir(os.Getenv)
 		if dir == "" {
 			return fmt.Errorf("--install: neither HOME nor XDG_CONFIG_HOME is set (to an absolute path), so there is no tuning folder; give the table with COLLMUX_TUNING instead")
@@ -156,8 +175,11 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 // a policy and measured in turn at each size (so that they compare within
 // one run, not across runs), after the policies given first (with env for
 // the ranks), with a progress bar fed by the benchmark's output lines.
-// Samples carry the backend, or the name of a policy given first.
-func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.Sample, error) {
+// Samples carry the backend, or the name of a policy given first. The
+// ranks are started by --launcher, or --mpirun with its MPI's flags; with
+// --dry-run, measure prints that command line and returns errDryRun.
+func measure(c *cobra.Command, o tuneOpts, first []string, env ...string) ([]tune.Sample, error) {
+	log := c.ErrOrStderr()
 	if o.bench == "" {
 		return nil, fmt.Errorf("--bench is required to measure (or give --from-csv)")
 	}
@@ -177,17 +199,25 @@ func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.S
 		policies = append(policies, benchPolicy{name, "", maxBytes})
 	}
 	policies = append(policies, alone...)
-	args := []string{"-np", fmt.Sprint(o.np), "-x", "LD_PRELOAD=" + lib, "-x", "NCCL_NVLS_ENABLE=0"}
-	for _, e := range env {
-		args = append(args, "-x", e)
-	}
-	args = append(args, o.bench, fmt.Sprint(maxBytes))
+	prog := []string{o.bench, fmt.Sprint(maxBytes)}
 	for _, p := range policies {
-		args = append(args, p.arg())
+		prog = append(prog, p.arg())
+	}
+	l, err := launcherOf(c, o)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := l.render(o.np, append([]string{"LD_PRELOAD=" + lib, "NCCL_NVLS_ENABLE=0"}, env...), prog)
+	if err != nil {
+		return nil, err
+	}
+	if o.dryRun {
+		fmt.Fprintln(c.OutOrStdout(), shellQuote(argv))
+		return nil, errDryRun
 	}
 	bar := progressbar.NewOptions(expectedLines(maxBytes, policies), progressbar.OptionSetWriter(log),
 		progressbar.OptionSetDescription("measuring "+strings.Join(o.backends, ", ")), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
-	cmd := exec.Command(o.mpirun, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -205,7 +235,7 @@ func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.S
 		bar.Add(1)
 	}
 	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("%s %s: %v\n%s", o.mpirun, strings.Join(args, " "), err, errb.String())
+		return nil, fmt.Errorf("%s: %v\n%s", shellQuote(argv), err, errb.String())
 	}
 	bar.Finish()
 	if o.saveCSV != "" {
@@ -219,6 +249,72 @@ func measure(log io.Writer, o tuneOpts, first []string, env ...string) ([]tune.S
 	}
 	fmt.Fprintf(log, "%d measurements\n", len(s))
 	return s, nil
+}
+
+// errDryRun is measure's answer under --dry-run, once it has printed the
+// command line.
+var errDryRun = errors.New("dry run")
+
+// launcherOf is the launcher that starts the benchmark: --launcher's
+// template, or --mpirun with the flags of its MPI.
+func launcherOf(c *cobra.Command, o tuneOpts) (launcher, error) {
+	if o.launcher != "" {
+		if c.Flags().Changed("mpirun") {
+			return launcher{}, fmt.Errorf("give --launcher or --mpirun, not both")
+		}
+		return parseLauncher(o.launcher)
+	}
+	l, note, err := detectLauncher(o.mpirun)
+	if note != "" {
+		fmt.Fprintln(c.ErrOrStderr(), "note:", note)
+	}
+	return l, err
+}
+
+// installSystem installs t for every user: tuning-<key>.json, mode 0644, in
+// the system folder (made 0755 if missing), written whole then renamed
+// into place so that a starting program never reads half of it. It fails
+// where the library would not trust the result (TrustedSystemPath).
+func installSystem(c *cobra.Command, t tune.Table) (string, error) {
+	dir, err := dispatch.SystemTuningDir(os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+			return "", err
+		}
+	}
+	if err := dispatch.TrustedSystemPath(dir); err != nil {
+		return "", fmt.Errorf("collmux would not read a table there: %v", err)
+	}
+	f, err := os.CreateTemp(dir, ".tuning-*.json")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp) // gone once renamed
+	if err := t.Write(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, "tuning-"+t.GPUKey+".json")
+	if err := os.Rename(tmp, dst); err != nil {
+		return "", err
+	}
+	if err := dispatch.TrustedSystemPath(dst); err != nil {
+		return "", fmt.Errorf("collmux would not read the table: %v", err)
+	}
+	if os.Getuid() != 0 {
+		fmt.Fprintf(c.ErrOrStderr(), "note: %s belongs to uid %d, not root: only that user's programs trust it\n", dst, os.Getuid())
+	}
+	return dst, nil
 }
 
 // readCSVs reads recorded gpu_bench runs; pathOf names what each path
