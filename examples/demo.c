@@ -1,6 +1,7 @@
 /*
  * demo: a plain MPI program (it knows nothing of collmux) making a mix of
- * collectives of different sizes. Run it with collmux preloaded and
+ * collectives of different sizes, blocking and nonblocking, and a ring of
+ * point-to-point messages. Run it with collmux preloaded and
  * COLLMUX_STATS=1 to see where each call was dispatched.
  */
 #include <mpi.h>
@@ -24,9 +25,15 @@ int main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < n; i++) /* the bcasts overwrote a */
 			a[i] = rank + 1;
-		MPI_Allreduce(a, b, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		MPI_Request q[3];
+		MPI_Iallreduce(a, b, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &q[0]);
+		double from = -1, mine = rank;
+		MPI_Irecv(&from, 1, MPI_DOUBLE, (rank + size - 1) % size, 7, MPI_COMM_WORLD, &q[1]);
+		MPI_Isend(&mine, 1, MPI_DOUBLE, (rank + 1) % size, 7, MPI_COMM_WORLD, &q[2]);
+		MPI_Waitall(3, q, MPI_STATUSES_IGNORE);
 		if (rank == 0)
-			printf("demo: allreduce of %7zu doubles: %g (expect %g)\n", n, b[0], size * (size + 1) / 2.0);
+			printf("demo: allreduce of %7zu doubles: %g (expect %g); ring message from rank %g\n", n, b[0],
+			       size * (size + 1) / 2.0, from);
 		free(a), free(b);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
