@@ -72,17 +72,37 @@ func mpiLibrary(t *testing.T, m mpiImpl, prog string) string {
 	return ""
 }
 
-// unservedEnv is what each MPI needs for the windows of unservedtest: this
-// machine's Open MPI picks a one-sided component that cannot create
-// windows (with vader's single-copy mechanism off), so pt2pt is named.
+// unservedEnv is what each MPI needs for the windows of unservedtest:
+// Open MPI 4.1 picks a one-sided component that cannot create windows (with
+// vader's single-copy mechanism off), so pt2pt is named; Open MPI 5 has no
+// pt2pt (MPI_Init fails on it) and its default creates them.
 func unservedEnv(m mpiImpl, env map[string]string) map[string]string {
 	if env == nil {
 		env = map[string]string{}
 	}
-	if m.name == "openmpi" {
+	if m.name == "openmpi" && openMPIMajor(m) < 5 {
 		env["OMPI_MCA_osc"] = "pt2pt"
 	}
 	return env
+}
+
+var ompiMajor = map[string]int{} // by launcher; guarded by buildMu
+
+// openMPIMajor is the major version `mpirun --version` names (4 for
+// "mpirun (OpenRTE) 4.1.4", 5 for "mpirun (Open MPI) 5.0.7"); 0 if none.
+func openMPIMajor(m mpiImpl) int {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if v, ok := ompiMajor[m.mpirun]; ok {
+		return v
+	}
+	out, _ := exec.Command(m.mpirun, "--version").Output()
+	v := 0
+	if mm := regexp.MustCompile(`\((?:Open MPI|OpenRTE)\) (\d+)\.`).FindSubmatch(out); mm != nil {
+		fmt.Sscan(string(mm[1]), &v)
+	}
+	ompiMajor[m.mpirun] = v
+	return v
 }
 
 // The calls collmux does not serve on device memory: on host buffers the
