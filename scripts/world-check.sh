@@ -11,8 +11,9 @@ LIB=${COLLMUX_LIB:-$REPO/build/libcollmux.so}
 OUT=$(mktemp -d /tmp/collmux-world-XXXXXX)
 fail=0
 for mpi in openmpi mpich; do
+	# --output :raw: as run() in tests/harness_test.go has it for Open MPI 5
 	case $mpi in
-	openmpi) launch="mpirun.openmpi --oversubscribe -np $NP" ; envflag() { echo "-x $1=$2"; } ;;
+	openmpi) launch="mpirun.openmpi --oversubscribe --output :raw -np $NP" ; envflag() { echo "-x $1=$2"; } ;;
 	mpich) launch="mpirun.mpich -n $NP" ; envflag() { echo "-genv $1 $2"; } ;;
 	esac
 	for p in colltest nbtest p2ptest; do

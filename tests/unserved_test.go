@@ -86,25 +86,6 @@ func unservedEnv(m mpiImpl, env map[string]string) map[string]string {
 	return env
 }
 
-var ompiMajor = map[string]int{} // by launcher; guarded by buildMu
-
-// openMPIMajor is the major version `mpirun --version` names (4 for
-// "mpirun (OpenRTE) 4.1.4", 5 for "mpirun (Open MPI) 5.0.7"); 0 if none.
-func openMPIMajor(m mpiImpl) int {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if v, ok := ompiMajor[m.mpirun]; ok {
-		return v
-	}
-	out, _ := exec.Command(m.mpirun, "--version").Output()
-	v := 0
-	if mm := regexp.MustCompile(`\((?:Open MPI|OpenRTE)\) (\d+)\.`).FindSubmatch(out); mm != nil {
-		fmt.Sscan(string(mm[1]), &v)
-	}
-	ompiMajor[m.mpirun] = v
-	return v
-}
-
 // The calls collmux does not serve on device memory: on host buffers the
 // output is the MPI's own, with and without collmux; on device buffers
 // (the CUDA stand-in, whose device memory faults when the host touches it)

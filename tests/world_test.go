@@ -45,7 +45,7 @@ func inWorld(t *testing.T, script string, argv ...string) (string, string, error
 // worldLaunch is the launcher command line for np ranks with env.
 func worldLaunch(m mpiImpl, np int, env [][2]string) []string {
 	if m.name == "openmpi" {
-		a := []string{m.mpirun, "--oversubscribe", "-np", fmt.Sprint(np)}
+		a := []string{m.mpirun, "--oversubscribe", "--output", ":raw", "-np", fmt.Sprint(np)} // as run() has it for Open MPI 5
 		for _, kv := range env {
 			a = append(a, "-x", kv[0]+"="+kv[1])
 		}
