@@ -65,6 +65,8 @@ var Vars = []Var{
 		Help: "tests: pretend each communicator's ranks sit on N nodes (turns the fused path off)"},
 	{Name: "COLLMUX_LIB",
 		Help: "the library `collmux version` and the tests look at (set by the modulefile; LD_PRELOAD it per launch)"},
+	{Name: "COLLMUX_WORLD",
+		Help: "tests: the folder of the Debian 13 MPI world scripts/mpi-world.sh builds and `make test-world` runs in (default /var/cache/collmux-trixie)"},
 }
 
 // choice is a library variable that takes one of values, the first by default.

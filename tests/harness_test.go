@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -114,6 +115,25 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 // fortranCompiler is the MPI's Fortran compiler wrapper (mpifort.openmpi).
 func fortranCompiler(m mpiImpl) string { return strings.Replace(m.mpicc, "mpicc", "mpifort", 1) }
 
+var ompiMajor = map[string]int{} // by launcher; guarded by buildMu
+
+// openMPIMajor is the major version `mpirun --version` names (4 for
+// "mpirun (OpenRTE) 4.1.4", 5 for "mpirun (Open MPI) 5.0.7"); 0 if none.
+func openMPIMajor(m mpiImpl) int {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if v, ok := ompiMajor[m.mpirun]; ok {
+		return v
+	}
+	out, _ := exec.Command(m.mpirun, "--version").Output()
+	v := 0
+	if mm := regexp.MustCompile(`\((?:Open MPI|OpenRTE)\) (\d+)\.`).FindSubmatch(out); mm != nil {
+		fmt.Sscan(string(mm[1]), &v)
+	}
+	ompiMajor[m.mpirun] = v
+	return v
+}
+
 // run launches prog on np ranks with env passed to every rank.
 func run(t *testing.T, m mpiImpl, np int, env map[string]string, prog ...string) (stdout, stderr string, err error) {
 	t.Helper()
@@ -126,6 +146,13 @@ func run(t *testing.T, m mpiImpl, np int, env map[string]string, prog ...string)
 	switch m.name {
 	case "openmpi":
 		args = append(args, "--oversubscribe", "-np", fmt.Sprint(np))
+		if openMPIMajor(m) >= 5 {
+			// Open MPI 5's launcher reassembles forwarded output into
+			// lines and, on a loaded machine, now and then sends the start
+			// of a stdout line out on stderr (open-mpi/ompi#12594 is about
+			// that reassembly); raw forwarding keeps the streams apart
+			args = append(args, "--output", ":raw")
+		}
 		for _, k := range keys {
 			args = append(args, "-x", k+"="+env[k])
 		}

@@ -15,7 +15,11 @@ int main(int argc, char **argv)
 	MPI_Comm_create_errhandler(handler, &eh);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
 	MPI_Comm_set_errhandler(MPI_COMM_SELF, eh);
-	MPI_Comm bogus = (MPI_Comm)0x84000123; /* a communicator handle of a kind MPICH knows, never made */
+	/* a communicator handle of a kind MPICH knows, never made: an indirect one
+	 * (0xc...), whose unallocated block MPICH reports as MPI_ERR_COMM; MPICH
+	 * 4.2 asserts (aborts) on a direct one (0x84000123) past its preallocated
+	 * communicators instead of calling the handler */
+	MPI_Comm bogus = (MPI_Comm)0xc4012345;
 	int rc = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, bogus);
 	int cls = -1;
 	MPI_Error_class(rc, &cls);
