@@ -8,17 +8,17 @@ package stats
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"collmux/dispatch"
 	"collmux/internal/units"
+
+	"collmux/internal/privfile"
 )
 
 // Row is one (collective, backend, size bucket) cell with any calls in it.
@@ -166,18 +166,7 @@ func (r Report) Write(asJSON bool, path string) error {
 	if path == "" {
 		return r.write(asJSON, os.Stderr)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("%s is a symbolic link: not written", path)
-	}
-	if err != nil {
-		return err
-	}
-	err = r.write(asJSON, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return privfile.Write(path, func(w io.Writer) error { return r.write(asJSON, w) })
 }
 
 func (r Report) write(asJSON bool, w io.Writer) error {

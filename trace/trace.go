@@ -16,13 +16,13 @@ package trace
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strconv"
-	"syscall"
+
+	"collmux/internal/privfile"
 )
 
 // Event is one trace event. Args stays raw so that a merge keeps what
@@ -99,28 +99,12 @@ func WriteCalls(w io.Writer, m Meta, calls []Call) error {
 	return bw.Flush()
 }
 
-// Create opens path for a trace: made 0600 (a trace shows what the job
-// did), truncated, and a symbolic link there is refused, not followed (in
-// a directory others can write, it could aim the truncation at any file).
-func Create(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: not written", path)
-	}
-	return f, err
-}
+// Create opens path for a trace (package privfile: 0600, no symbolic link).
+func Create(path string) (*os.File, error) { return privfile.Create(path) }
 
 // WriteFile writes a rank's trace to path (see Create).
 func WriteFile(path string, m Meta, calls []Call) error {
-	f, err := Create(path)
-	if err != nil {
-		return err
-	}
-	err = WriteCalls(f, m, calls)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return privfile.Write(path, func(w io.Writer) error { return WriteCalls(w, m, calls) })
 }
 
 // Read reads a trace file.
