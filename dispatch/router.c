@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "cmx.h"
 
 cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
@@ -79,7 +78,6 @@ cmx_comm *cmx_comm_get(cmx_h comm, int *rc)
 	__atomic_fetch_add(&cmx_live_comms, 1, __ATOMIC_RELAXED);
 	return c;
 }
-
 
 /* What a vector collective (alltoallw, the neighborhood ones) receives,
  * in bytes; -1 when unknown. */
@@ -172,7 +170,7 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
 {
 	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
-	int root = c && (c->inter ? a->root == cmx_abi.root : a->root == c->rank);
+	int root = c && cmx_is_root(a, c->inter, c->rank);
 	int s_sig = a->sbuf && a->sbuf != cmx_abi.in_place &&
 		    !((a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV) && !root);
 	int r_sig = a->rbuf && a->rbuf != cmx_abi.in_place &&
@@ -329,9 +327,6 @@ void cmx_backends_finalize(void)
 			backends[i].finalize();
 }
 
-/* A collective in any form. A persistent one whose buffers are on the
- * device (or that the MPI lacks) is collmux's own: each start routes its
- * nonblocking form as a call of its own. */
 /* Whether a device backend may run a call on device memory: one that MPI
  * would refuse (a root outside the communicator, a negative count or one
  * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
@@ -352,7 +347,7 @@ static int acceptable(const cmx_args *a, const cmx_comm *c)
 		return 0;
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return 0;
-	const int root = !c->inter && a->root == c->rank;
+	const int root = cmx_is_root(a, c->inter, c->rank);
 	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
 				 a->coll != CMX_COLL_GATHERV || root ? a->rcounts : NULL};
 	int nin = c->size, nout = c->size;
@@ -365,6 +360,9 @@ static int acceptable(const cmx_args *a, const cmx_comm *c)
 	return 1;
 }
 
+/* A collective in any form. A persistent one whose buffers are on the
+ * device (or that the MPI lacks) is collmux's own: each start routes its
+ * nonblocking form as a call of its own. */
 static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
 {
 	int rc = 0;
@@ -376,7 +374,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	a->mem = call_mem(a, c);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
-	if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED && !acceptable(a, c))
+	if (c && !cmx_host_readable(a->mem) && !acceptable(a, c))
 		return *used = CMX_BACKEND_MPI, cmx_forward(a);
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
@@ -385,7 +383,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 			*backend = r->backend, *rule = r->rule;
 		if (cmx_cfg.check && (rc = check(a, c, *bytes)) != 0)
 			return rc;
-	} else if (c && a->mem != CMX_MEM_HOST && a->mem != CMX_MEM_MANAGED) {
+	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
 	}
 	return run(c, a, *backend, used);
@@ -398,7 +396,7 @@ static int solo(cmx_args *a, int *used)
 {
 	a->mem = call_mem(a, NULL);
 	int rc = 0;
-	if (a->mem != CMX_MEM_DEVICE && a->mem != CMX_MEM_MIXED)
+	if (cmx_host_readable(a->mem))
 		return cmx_forward(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);

@@ -53,7 +53,7 @@ static int forward_narrowed(const cmx_args *a)
 	}
 	/* only the arrays significant on this rank are read: a non-root's
 	 * counts of Gatherv or Scatterv may be anything */
-	const int root = inter ? a->root == cmx_abi.root : me == a->root;
+	const int root = cmx_is_root(a, inter, me);
 	const int rsig = a->coll != CMX_COLL_GATHERV || root, ssig = a->coll != CMX_COLL_SCATTERV || root;
 	const int aint = a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW; /* its displacements are MPI_Aint in both widths */
 	int *sc = ssig ? narrow(a->scounts, nout, &ok) : NULL, *sd = ssig && !aint ? narrow(a->sdispls, nout, &ok) : NULL;

@@ -69,6 +69,15 @@ static cmx_req *orphans; /* freed by the program while active: finished by collm
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int live; /* entries in the table or orphaned; 0 keeps completion calls on MPI */
 
+/* An MPI_Request collmux holds itself, wide enough for either ABI's
+ * (read and written with cmx_req_get/cmx_req_put). */
+typedef union {
+	cmx_h h;
+	int i;
+} req_slot;
+
+static int is_null(cmx_h h) { return cmx_norm(h) == cmx_norm(cmx_abi.request_null); }
+
 static unsigned slot(cmx_h h) { return (unsigned)((cmx_norm(h) * 0x9E3779B97F4A7C15ull) >> 54); }
 
 /* the first entry bearing h that no completion call has claimed */
@@ -256,10 +265,7 @@ static void progress_orphans(int wait)
 			poll_device(e);
 			cmx_h h = e->h;
 			int flag = 0;
-			union {
-				cmx_h h;
-				int i;
-			} r;
+			req_slot r;
 			cmx_req_put(&r, h);
 			if (cmx_px.Test(&r, &flag, st) != 0 || flag) {
 				finish(e, st);
@@ -374,7 +380,7 @@ static int complete(int op, call *c)
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < n; i++) {
 		cmx_h h = cmx_req_get(cmx_req_at(c->reqs, i));
-		cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : find_locked(h);
+		cmx_req *e = is_null(h) ? NULL : find_locked(h);
 		if (e)
 			e->claimed = 1;
 		ent[i] = e;
@@ -385,7 +391,7 @@ static int complete(int op, call *c)
 				work[i]->claimed = 1;
 		}
 		cmx_req_put(sub + (size_t)i * w, h);
-		was_active[i] = cmx_norm(h) != cmx_norm(cmx_abi.request_null);
+		was_active[i] = !is_null(h);
 		if (work[i]) {
 			need_status |= work[i]->trim || work[i]->cancel;
 			device |= work[i]->kind == REQ_DEVICE && !work[i]->completed;
@@ -414,7 +420,7 @@ static int complete(int op, call *c)
 		c->flag = NULL;
 	for (int i = 0; i < n; i++) {
 		cmx_h now = cmx_req_get(sub + (size_t)i * w);
-		int done = op == OP_GETSTATUS ? *c->flag : was_active[i] && cmx_norm(now) == cmx_norm(cmx_abi.request_null);
+		int done = op == OP_GETSTATUS ? *c->flag : was_active[i] && is_null(now);
 		if (ent[i] && ent[i]->kind == REQ_PERSIST) {
 			if (done && op != OP_GETSTATUS && was_active[i]) {
 				pthread_mutex_lock(&mu);
@@ -423,10 +429,7 @@ static int complete(int op, call *c)
 				int r = finish(work[i], status_of(op, c, st, i));
 				release(work[i]);
 				work[i] = NULL;
-				union {
-					cmx_h h;
-					int i;
-				} a;
+				req_slot a;
 				cmx_req_put(&a, ent[i]->h);
 				cmx_px.Wait(&a, (void *)cmx_abi.status_ignore); /* the anchor's start completed at once */
 				ent[i]->inner = cmx_abi.request_null;
@@ -547,10 +550,7 @@ CMX_EXPORT int MPI_Request_get_status(cmx_h req, int *flag, void *status)
 {
 	if (CMX_LIKELY(!owns_any()))
 		return cmx_px.Request_get_status(req, flag, status);
-	union {
-		cmx_h h;
-		int i;
-	} r;
+	req_slot r;
 	cmx_req_put(&r, req);
 	call c = {.n = 1, .reqs = &r, .flag = flag, .statuses = status};
 	return complete(OP_GETSTATUS, &c);
@@ -567,10 +567,7 @@ CMX_EXPORT int MPI_Cancel(void *req)
 	if (w)
 		w->cancel = 1;
 	pthread_mutex_unlock(&mu);
-	union {
-		cmx_h h;
-		int i;
-	} r;
+	req_slot r;
 	cmx_req_put(&r, target);
 	return cmx_px.Cancel(e && e->kind == REQ_PERSIST ? (void *)&r : req);
 }
@@ -583,7 +580,7 @@ CMX_EXPORT int MPI_Request_free(void *req)
 		return cmx_px.Request_free(req);
 	pthread_mutex_lock(&mu);
 	cmx_h h = cmx_req_get(req);
-	cmx_req *e = cmx_norm(h) == cmx_norm(cmx_abi.request_null) ? NULL : find_locked(h);
+	cmx_req *e = is_null(h) ? NULL : find_locked(h);
 	cmx_req *w = e && e->kind == REQ_PERSIST ? find_locked(e->inner) : e;
 	unlink_locked(e);
 	if (w != e)
@@ -636,12 +633,9 @@ static int start(void *req)
 	pthread_mutex_unlock(&mu);
 	if (!e || e->kind != REQ_PERSIST)
 		return cmx_px.Start(req);
-	if (cmx_norm(e->inner) != cmx_norm(cmx_abi.request_null))
+	if (!is_null(e->inner))
 		return cmx_error(e->args.comm, cmx_abi.err_other); /* started while active: erroneous */
-	union {
-		cmx_h h;
-		int i;
-	} r;
+	req_slot r;
 	cmx_args b = e->args;
 	b.req = &r;
 	int rc = e->start(&b);

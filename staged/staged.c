@@ -55,7 +55,7 @@ static int blocks(const cmx_args *a, int which, int n, int64_t *lo, int64_t *hi)
 static int region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi)
 {
 	const int me = c ? c->rank : 0, L = a->large;
-	const int root = c && c->inter ? a->root == cmx_abi.root : me == a->root;
+	const int root = cmx_is_root(a, c && c->inter, me);
 	const int ip = a->sbuf == cmx_abi.in_place, n = which ? nin : nout;
 	cmx_h t = which ? a->rtype : a->stype;
 	*lo = 1, *hi = 0;
@@ -181,7 +181,7 @@ static size_t received(const void *status, size_t len)
 /* c is NULL for point-to-point and local calls. */
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
-	if (a->mem == CMX_MEM_HOST || a->mem == CMX_MEM_MANAGED)
+	if (cmx_host_readable(a->mem))
 		return 0; /* host-accessible: MPI reads it itself */
 	/* on an intercommunicator the reductions that scatter or scan are
 	 * left to MPI: their buffer sizes there are not what region knows */

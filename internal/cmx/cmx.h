@@ -479,6 +479,17 @@ int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int 
  * it before and after any set-up step that could fail on one rank only. */
 int cmx_comm_agree(const cmx_comm *c, int ok);
 
+/* Whether this process is the root of a rooted call: on an
+ * intercommunicator the one passing MPI_ROOT, otherwise the rank named. */
+static inline int cmx_is_root(const cmx_args *a, int inter, int rank)
+{
+	return inter ? a->root == cmx_abi.root : a->root == rank;
+}
+
+/* Memory the MPI can read itself (host or managed): no device path and
+ * no staging for it. */
+static inline int cmx_host_readable(int mem) { return mem == CMX_MEM_HOST || mem == CMX_MEM_MANAGED; }
+
 /* a collective with a root */
 static inline int cmx_rooted(int coll)
 {
