@@ -64,7 +64,7 @@ CMX_EXPORT int collmux_set_rules(const char *rules)
 	cmx_route_table_t *table = calloc(1, sizeof *table);
 	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0 && table;
 	int agreed = cmx_rules_agree(ok, hash);
-	collmux_go_commit_rules(agreed, &cmx_cfg, table ? &(*table)[0][0][0][0] : NULL);
+	collmux_go_commit_rules(agreed, &cmx_cfg, (cmx_routes *)table);
 	if (agreed)
 		__atomic_store_n(&cmx_route_table, table, __ATOMIC_RELEASE);
 	else

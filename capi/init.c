@@ -41,7 +41,7 @@ static void init_once_fn(void)
 	if (env_bool("COLLMUX_DISABLE")) {
 		cmx_cfg.disable = 1;
 	} else {
-		collmux_go_init(&cmx_cfg, cmx_abi.abi, &(*cmx_route_table)[0][0][0][0]);
+		collmux_go_init(&cmx_cfg, cmx_abi.abi, (cmx_routes *)cmx_route_table);
 		cmx_cuda_load();
 	}
 	cmx_set_fast_paths();

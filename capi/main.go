@@ -25,6 +25,7 @@ import (
 	"time"
 	"unsafe"
 
+	_ "collmux/copy"
 	_ "collmux/cuda" // the C of the library's components, linked in
 	"collmux/dispatch"
 	"collmux/fused"
@@ -70,6 +71,7 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.check = boolC(c.Check)
 	cfg.timeout = C.int(c.Timeout)
 	cfg.linger_us = C.int(c.LingerUS)
+	cfg.overlap = boolC(c.Overlap)
 	cfg.order_default_stream = boolC(!c.Unordered)
 	cfg.fused_algo = map[dispatch.FusedAlgo]C.int{
 		dispatch.AlgoAuto: C.CMX_ALGO_AUTO, dispatch.AlgoOneShot: C.CMX_ALGO_ONESHOT, dispatch.AlgoTwoShot: C.CMX_ALGO_TWOSHOT,
@@ -162,7 +164,7 @@ func collmux_go_commit_rules(commit C.int, cfg *C.cmx_config, table *C.cmx_route
 // The C route table has the dimensions of Go's: each array's length is
 // negative, and the build fails, if one is larger than the other.
 const (
-	routeCells = uintptr(dispatch.NumForm) * uintptr(dispatch.NumColl) * uintptr(dispatch.NumMem) * uintptr(dispatch.NumDClass)
+	routeCells = uintptr(dispatch.NumMode) * uintptr(dispatch.NumColl) * uintptr(dispatch.NumMem) * uintptr(dispatch.NumDClass)
 	cTable     = unsafe.Sizeof(C.cmx_route_table_t{})
 	goTable    = routeCells * unsafe.Sizeof(C.cmx_routes{})
 )
@@ -173,16 +175,17 @@ var (
 )
 
 // fillRoutes compiles the rules for a shape into a C route table
-// (cmx_route_table_t: [form][coll][mem][dclass]).
+// (cmx_route_table_t: [mode][coll][mem][dclass]).
 func fillRoutes(table *C.cmx_routes, rules []dispatch.Rule, shape dispatch.Shape) {
 	per := int(dispatch.NumColl) * int(dispatch.NumMem) * int(dispatch.NumDClass)
-	cells := unsafe.Slice(table, int(dispatch.NumForm)*per)
-	for f := dispatch.Form(0); f < dispatch.NumForm; f++ {
-		rt := dispatch.CompileForm(rules, shape, f)
+	cells := unsafe.Slice(table, dispatch.NumMode*per)
+	for _, mode := range dispatch.Modes() {
+		plane := mode.Index()
+		rt := dispatch.CompileMode(rules, shape, mode)
 		for co := dispatch.Coll(0); co < dispatch.NumColl; co++ {
 			for m := dispatch.Mem(0); m < dispatch.NumMem; m++ {
 				for d := dispatch.DClass(0); d < dispatch.NumDClass; d++ {
-					cell := &cells[int(f)*per+(int(co)*int(dispatch.NumMem)+int(m))*int(dispatch.NumDClass)+int(d)]
+					cell := &cells[plane*per+(int(co)*int(dispatch.NumMem)+int(m))*int(dispatch.NumDClass)+int(d)]
 					rs := rt[co][m][d]
 					if len(rs) > len(cell.r) {
 						fatalf("the rules split %v on %v memory into %d size ranges; at most %d are supported", co, m, len(rs), len(cell.r))

@@ -50,6 +50,10 @@ static struct {
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+	/* for the copy engines */
+	CUresult (*IpcCloseMemHandle)(CUdeviceptr);
+	CUresult (*StreamCreateWithPriority)(CUstream *, unsigned, int);
+	CUresult (*CtxGetStreamPriorityRange)(int *, int *);
 } cu;
 
 int cmx_cuda_present;
@@ -101,6 +105,9 @@ int cmx_cuda_load(void)
 	SYM(MemcpyDtoH, "cuMemcpyDtoH_v2");
 	SYM(MemHostAlloc, "cuMemHostAlloc");
 	SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
+	SYM(IpcCloseMemHandle, "cuIpcCloseMemHandle");
+	SYM(StreamCreateWithPriority, "cuStreamCreateWithPriority");
+	SYM(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
 #undef SYM
 	cmx_cuda_present = cu.CtxGetCurrent && cu.PointerGetAttributes && cu.MemcpyAsync && cu.StreamCreate &&
 			   cu.StreamSynchronize && cu.MemAlloc && cu.MemAllocHost;
@@ -259,6 +266,13 @@ int cmx_cuda_fused_capable(void)
 	       cu.MemsetD8 && cu.MemcpyDtoH && cu.MemHostAlloc && cu.MemHostGetDevicePointer && cu.StreamQuery;
 }
 
+/* what the copy engines' path needs besides the basics */
+int cmx_cuda_ipc_capable(void)
+{
+	return cmx_cuda_present && cu.CtxGetDevice && cu.DeviceGetAttribute && cu.DeviceGetPCIBusId && cu.IpcGetMemHandle &&
+	       cu.IpcOpenMemHandle && cu.IpcCloseMemHandle;
+}
+
 /* compute capability (major*10+minor) and PCI bus id of the current device */
 int cmx_cuda_device(int *arch, char *busid, int len)
 {
@@ -294,7 +308,42 @@ int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h) { return cu.IpcGetMemHand
 void *cmx_cuda_ipc_open(cmx_ipc_handle h)
 {
 	CUdeviceptr p = 0;
-	return cu.IpcOpenMemHandle(&p, h, 1 /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */) == 0 ? (void *)p : NULL;
+	return ok(cu.IpcOpenMemHandle(&p, h, 1 /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */)) ? (void *)p : NULL;
+}
+
+void cmx_cuda_ipc_close(void *p)
+{
+	if (p && cu.IpcCloseMemHandle)
+		cu.IpcCloseMemHandle((CUdeviceptr)p);
+}
+
+/* The allocation p lies in, as a peer maps it: its id (unique in this
+ * process for its lifetime: an address freed and allocated again gets a
+ * new one), p's offset in it, and its IPC handle. 0 where the allocation
+ * cannot be shared (stream-ordered pools, virtual memory management). */
+int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *h)
+{
+	enum { BUFFER_ID = 7, IS_LEGACY_CUDA_IPC_CAPABLE = 10, RANGE_START_ADDR = 11 };
+	unsigned long long bid = 0;
+	int ipc = 0;
+	CUdeviceptr base = 0;
+	int attrs[3] = {BUFFER_ID, IS_LEGACY_CUDA_IPC_CAPABLE, RANGE_START_ADDR};
+	void *data[3] = {&bid, &ipc, &base};
+	if (!ok(cu.PointerGetAttributes(3, attrs, data, (CUdeviceptr)p)) || !ipc || !base || !bid)
+		return 0;
+	*id = bid, *off = (uintptr_t)p - base;
+	return ok(cu.IpcGetMemHandle(h, base));
+}
+
+/* A non-blocking stream whose kernels the block scheduler serves before
+ * those of default-priority streams (greatest != 0) or after them. */
+void *cmx_cuda_stream_prio(int greatest)
+{
+	int least = 0, most = 0;
+	CUstream s = NULL;
+	if (!cu.StreamCreateWithPriority || !cu.CtxGetStreamPriorityRange || !ok(cu.CtxGetStreamPriorityRange(&least, &most)))
+		return cmx_cuda_stream_new(1);
+	return ok(cu.StreamCreateWithPriority(&s, 1, greatest ? most : least)) ? s : NULL;
 }
 
 int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdeviceptr)dptr, (unsigned char)v, n) == 0; }

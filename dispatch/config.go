@@ -45,6 +45,7 @@ type Config struct {
 	Trace      string // COLLMUX_TRACE: each rank's timeline goes to Trace.<rank>.json ("": none)
 	Log        LogLevel
 	Check      bool      // COLLMUX_CHECK: verify on every call that ranks agree
+	Overlap    bool      // COLLMUX_OVERLAP: every communicator's device collectives run beside computation
 	NCCLLib    string    // COLLMUX_NCCL_LIB: NCCL library to load
 	Timeout    int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
 	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
@@ -324,6 +325,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Log = LogLevel(log)
+	if c.Overlap, err = boolVar(getenv, "COLLMUX_OVERLAP"); err != nil {
+		return c, err
+	}
 	if c.Check, err = boolVar(getenv, "COLLMUX_CHECK"); err != nil {
 		return c, err
 	}

@@ -52,10 +52,13 @@ const (
 	Fused
 	// Staged copies device buffers to host, runs MPI, and copies back.
 	Staged
+	// Copy moves data between the GPUs of a node on their copy engines,
+	// taking no SM from the program's kernels.
+	Copy
 	NumBackend
 )
 
-var backendNames = [...]string{"mpi", "nccl", "fused", "staged"}
+var backendNames = [...]string{"mpi", "nccl", "fused", "staged", "copy"}
 
 func (b Backend) String() string { return enumString(b, backendNames[:], "backend") }
 

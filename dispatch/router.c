@@ -66,6 +66,7 @@ cmx_comm *cmx_comm_get(cmx_h comm, int *rc)
 	cmx_px.Comm_test_inter(comm, &c->inter);
 	c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	c->nvlink = -1;
+	c->overlap = cmx_cfg.overlap;
 	c->routes_gen = __atomic_load_n(&cmx_routes_gen, __ATOMIC_ACQUIRE);
 	if (cmx_cfg.shape_rules && !c->inter && !shape_routes(c)) {
 		free(c);
@@ -221,7 +222,7 @@ static int dclass_of(cmx_h dtype)
 
 static const cmx_route *pick(const cmx_comm *c, const cmx_args *a, uint64_t bytes)
 {
-	const cmx_routes *rs = &(*c->routes)[a->form != CMX_FORM_BLOCKING][a->coll][a->mem]
+	const cmx_routes *rs = &(*c->routes)[c->overlap][a->form != CMX_FORM_BLOCKING][a->coll][a->mem]
 					   [a->coll == CMX_COLL_BARRIER ? CMX_DCLASS_OTHER : dclass_of(a->rtype)];
 	for (int i = 0; i < rs->n; i++)
 		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
@@ -294,6 +295,7 @@ static int mpi_run(cmx_comm *c, const cmx_args *a, int *rc)
 }
 
 static const backend backends[] = {
+	{CMX_BACKEND_COPY, cmx_copy_run, cmx_copy_release, NULL},
 	{CMX_BACKEND_FUSED, cmx_fused_run, cmx_fused_release, cmx_fused_release_all},
 	{CMX_BACKEND_NCCL, cmx_nccl_run, cmx_nccl_release, cmx_nccl_release_all},
 	{CMX_BACKEND_STAGED, cmx_staged_run, NULL, NULL},

@@ -61,13 +61,55 @@ var formNames = [...]string{"blocking", "nonblocking"}
 
 func (f Form) String() string { return enumString(f, formNames[:], "form") }
 
-// Cond restricts a rule to communicator shapes, datatype classes and call
-// forms; the zero Cond matches everything.
+// Overlap is whether a communicator's collectives run beside computation
+// (COLLMUX_OVERLAP, or the communicator's collmux_overlap info key): there
+// the paths that take the fewest SMs from the program's kernels are
+// preferred. Rules tell the two apart with overlap=no|yes.
+type Overlap int
+
+const (
+	Alone Overlap = iota
+	Beside
+	NumOverlap
+)
+
+var overlapNames = [...]string{"no", "yes"}
+
+func (o Overlap) String() string { return enumString(o, overlapNames[:], "overlap") }
+
+// Mode is what a call's route depends on besides its collective, memory,
+// datatype class and size. The C route table has one plane per mode, in
+// the order of Index.
+type Mode struct {
+	Form    Form
+	Overlap Overlap
+}
+
+// NumMode is the number of route table planes.
+const NumMode = int(NumForm) * int(NumOverlap)
+
+// Index is m's plane in the C route table: overlap, then form.
+func (m Mode) Index() int { return int(m.Overlap)*int(NumForm) + int(m.Form) }
+
+// Modes lists every mode in the order of Index.
+func Modes() []Mode {
+	var ms []Mode
+	for o := Overlap(0); o < NumOverlap; o++ {
+		for f := Form(0); f < NumForm; f++ {
+			ms = append(ms, Mode{f, o})
+		}
+	}
+	return ms
+}
+
+// Cond restricts a rule to communicator shapes, datatype classes, call
+// forms and overlap; the zero Cond matches everything.
 type Cond struct {
 	Ranks, Nodes, RanksPerNode [2]int // inclusive bounds; {0, 0} matches any
 	DClasses                   uint8  // bit per DClass; 0 matches any
 	NVLinks                    uint8  // bit per nvlink.Class; 0 matches any
 	Forms                      uint8  // bit per Form; 0 matches any
+	Overlaps                   uint8  // bit per Overlap; 0 matches any
 }
 
 // ShapeDependent reports whether the rule looks at communicator shape.
@@ -83,13 +125,15 @@ func (c Cond) holds(s Shape) bool {
 
 func (c Cond) covers(d DClass) bool { return c.DClasses == 0 || c.DClasses&(1<<d) != 0 }
 
-func (c Cond) allows(f Form) bool { return c.Forms == 0 || c.Forms&(1<<f) != 0 }
+func (c Cond) allows(m Mode) bool {
+	return (c.Forms == 0 || c.Forms&(1<<m.Form) != 0) && (c.Overlaps == 0 || c.Overlaps&(1<<m.Overlap) != 0)
+}
 
 // parseCond reads one key=value condition of a rule.
 func parseCond(c *Cond, f string) error {
 	key, val, ok := strings.Cut(f, "=")
 	if !ok {
-		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn, nvlink, dtype or form)", f)
+		return fmt.Errorf("bad condition %q (want key=value: ranks, nodes, rpn, nvlink, dtype, form or overlap)", f)
 	}
 	var bound *[2]int
 	switch key {
@@ -117,6 +161,15 @@ func parseCond(c *Cond, f string) error {
 			c.Forms |= 1 << f
 		}
 		return nil
+	case "overlap":
+		for _, name := range strings.Split(val, ",") {
+			o, ok := enumParse[Overlap](name, overlapNames[:])
+			if !ok {
+				return fmt.Errorf("unknown overlap %q (want no or yes)", name)
+			}
+			c.Overlaps |= 1 << o
+		}
+		return nil
 	case "nvlink":
 		for _, name := range strings.Split(val, ",") {
 			k, ok := enumParse[nvlink.Class](name, nvlink.ClassNames[:])
@@ -127,7 +180,7 @@ func parseCond(c *Cond, f string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink, dtype or form)", key)
+		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink, dtype, form or overlap)", key)
 	}
 	lo, hi, isRange := strings.Cut(val, "-")
 	if !isRange {
@@ -151,10 +204,14 @@ func (r Rule) String() string { return fmt.Sprintf("%q from %s", r.Text, r.Sourc
 // all-to-all and bcast up to the fused kernels' 8 MiB workspace take them
 // (faster than NCCL at every size up to there with the resident kernel on
 // 2 x H200: docs/results/gpu-2026-11-29-resident); they fall back to NCCL
-// where they cannot run.
+// where they cannot run. Beside computation (overlap=yes), the
+// collectives that only move data go to the copy engines, which take no
+// SM; the fused kernels run there on few blocks and do not linger.
 func DefaultRules() []Rule {
 	rules, err := ParseRules("*:host:*:mpi#*:cuda:*:nccl#*:managed:*:mpi#*:mixed:*:staged#"+
-		"allreduce:cuda:0-8M:fused#allgather:cuda:0-8M:fused#alltoall:cuda:0-8M:fused#bcast:cuda:0-8M:fused", "default")
+		"allreduce:cuda:0-8M:fused#allgather:cuda:0-8M:fused#alltoall:cuda:0-8M:fused#bcast:cuda:0-8M:fused#"+
+		"allgather:cuda:*:copy:overlap=yes#allgatherv:cuda:*:copy:overlap=yes#alltoall:cuda:*:copy:overlap=yes#"+
+		"bcast:cuda:*:copy:overlap=yes#gather:cuda:*:copy:overlap=yes#scatter:cuda:*:copy:overlap=yes", "default")
 	if err != nil {
 		panic(err)
 	}
@@ -170,7 +227,7 @@ func DefaultRules() []Rule {
 // optional conditions are ranks=N[-M], nodes=N[-M], rpn=N[-M] (ranks per
 // node), nvlink=none|partial|full[,...] (how far NVLink joins the GPUs of
 // every node the communicator spans), dtype=int|float|other[,...] and
-// form=blocking|nonblocking. Any bad token makes the whole string fail,
+// form=blocking|nonblocking and overlap=no|yes. Any bad token makes the whole string fail,
 // naming the token and source.
 func ParseRules(s, source string) ([]Rule, error) {
 	var rules []Rule
@@ -237,7 +294,7 @@ func parseRule(tok string) (Rule, error) {
 	}
 	b, ok := ParseBackend(strings.ToLower(f[3]))
 	if !ok {
-		return r, fmt.Errorf("unknown backend %q (want mpi, nccl, fused or staged)", f[3])
+		return r, fmt.Errorf("unknown backend %q (want mpi, nccl, fused, staged or copy)", f[3])
 	}
 	r.Backend = b
 	return r, nil
@@ -267,29 +324,29 @@ func ShapeDependent(rules []Rule) bool {
 }
 
 // Compile turns an ordered rule list (later rules win) into Routes for
-// blocking calls on communicators of the given shape.
-func Compile(rules []Rule, shape Shape) Routes { return CompileForm(rules, shape, Blocking) }
+// blocking calls on communicators of the given shape, not in overlap mode.
+func Compile(rules []Rule, shape Shape) Routes { return CompileMode(rules, shape, Mode{}) }
 
-// CompileForm is Compile for calls of form f.
-func CompileForm(rules []Rule, shape Shape, f Form) Routes {
+// CompileMode is Compile for calls of mode m.
+func CompileMode(rules []Rule, shape Shape, m Mode) Routes {
 	var rt Routes
 	for c := Coll(0); c < NumColl; c++ {
-		for m := Mem(0); m < NumMem; m++ {
+		for mem := Mem(0); mem < NumMem; mem++ {
 			for d := DClass(0); d < NumDClass; d++ {
-				rt[c][m][d] = compileCell(rules, shape, c, m, d, f)
+				rt[c][mem][d] = compileCell(rules, shape, c, mem, d, m)
 			}
 		}
 	}
 	return rt
 }
 
-func compileCell(rules []Rule, shape Shape, c Coll, m Mem, d DClass, f Form) []Route {
+func compileCell(rules []Rule, shape Shape, c Coll, m Mem, d DClass, mode Mode) []Route {
 	// cut points: every rule boundary; each elementary interval takes the
 	// last matching rule.
 	cuts := map[uint64]bool{0: true}
 	var match []int
 	for i, r := range rules {
-		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) && r.Cond.holds(shape) && r.Cond.covers(d) && r.Cond.allows(f) {
+		if (r.Coll == -1 || r.Coll == c) && (r.Mem == -1 || r.Mem == m) && r.Cond.holds(shape) && r.Cond.covers(d) && r.Cond.allows(mode) {
 			match = append(match, i)
 			cuts[r.Lo] = true
 			if r.Hi != math.MaxUint64 {

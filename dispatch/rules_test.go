@@ -147,26 +147,43 @@ func TestShapeAndDtypeConditions(t *testing.T) {
 	}
 }
 
-// form= rules compile into the table of their form only.
-func TestFormCondition(t *testing.T) {
-	user, err := ParseRules("allreduce:cuda:*:staged:form=nonblocking#bcast:cuda:*:mpi:form=blocking,nonblocking", "env")
+// form= and overlap= rules compile into the planes of their modes only,
+// and the default sends data movement beside computation to the copy
+// engines.
+func TestModeConditions(t *testing.T) {
+	user, err := ParseRules("allreduce:cuda:*:staged:form=nonblocking#bcast:cuda:*:mpi:form=blocking,nonblocking#"+
+		"reduce_scatter:cuda:*:fused:overlap=yes:form=blocking", "env")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rules := append(DefaultRules(), user...)
+	blocking, nonblocking := Mode{Blocking, Alone}, Mode{Nonblocking, Alone}
+	beside, besideNB := Mode{Blocking, Beside}, Mode{Nonblocking, Beside}
 	cases := []struct {
-		f    Form
-		c    Coll
-		want Backend
+		m     Mode
+		c     Coll
+		bytes uint64
+		want  Backend
 	}{
-		{Blocking, Allreduce, Fused}, {Nonblocking, Allreduce, Staged},
-		{Blocking, Bcast, MPI}, {Nonblocking, Bcast, MPI},
-		{Nonblocking, Allgather, Fused},
+		{blocking, Allreduce, 64, Fused}, {nonblocking, Allreduce, 64, Staged},
+		{blocking, Bcast, 64, MPI}, {nonblocking, Bcast, 64, MPI}, {beside, Bcast, 64, MPI},
+		{nonblocking, Allgather, 64, Fused},
+		{beside, Allgather, 64, Copy}, {beside, Allgather, 1 << 30, Copy}, {besideNB, Alltoall, 64, Copy},
+		{blocking, Allgather, 1 << 30, NCCL}, {beside, Scatter, 64, Copy}, {blocking, Scatter, 64, NCCL},
+		{beside, Allreduce, 64, Fused}, {beside, ReduceScatter, 64, Fused}, {besideNB, ReduceScatter, 64, NCCL},
 	}
 	for _, tc := range cases {
-		rt := CompileForm(rules, Shape{}, tc.f)
-		if got := rt.Pick(tc.c, Device, DFloat, 64); got.Backend != tc.want {
-			t.Errorf("%v %v: %v, want %v", tc.f, tc.c, got.Backend, tc.want)
+		rt := CompileMode(rules, Shape{}, tc.m)
+		if got := rt.Pick(tc.c, Device, DFloat, tc.bytes); got.Backend != tc.want {
+			t.Errorf("%+v %v %d B: %v, want %v", tc.m, tc.c, tc.bytes, got.Backend, tc.want)
+		}
+	}
+	if _, err := ParseRules("allreduce:cuda:*:fused:overlap=maybe", "env"); err == nil {
+		t.Error("overlap=maybe was accepted")
+	}
+	for i, m := range Modes() {
+		if m.Index() != i {
+			t.Errorf("mode %+v has index %d, listed at %d", m, m.Index(), i)
 		}
 	}
 }

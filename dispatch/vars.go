@@ -47,6 +47,8 @@ var Vars = []Var{
 		Help: "1: verify on every call that all ranks agree on memory kind, root, op and size (one allgather a call)"},
 	{Name: "COLLMUX_TIMEOUT", Default: strconv.Itoa(DefaultTimeout), Library: true,
 		Help: "seconds a device collective waits for its peers before failing"},
+	{Name: "COLLMUX_OVERLAP", Default: "0", Library: true,
+		Help: "1: every communicator's device collectives run beside computation (as the collmux_overlap info key says for one): paths that take the fewest SMs"},
 	{Name: "COLLMUX_FUSED_LINGER", Default: strconv.Itoa(DefaultLingerUS), Library: true,
 		Help: "idle microseconds before the resident fused kernel stops (0: after every call)"},
 	choice("COLLMUX_FUSED_ALGO", "how the fused kernels all-reduce: auto (LL up to 256 KiB, then by ranks), oneshot or twoshot",

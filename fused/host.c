@@ -6,7 +6,9 @@
  * copy into a CUDA-IPC workspace, signal, read the peers over NVLink.
  * The kernel stays resident between calls and takes jobs from a doorbell
  * in host memory, so a call costs no launch; it stops itself after
- * COLLMUX_FUSED_LINGER idle microseconds. Set-up is collective and agreed
+ * COLLMUX_FUSED_LINGER idle microseconds. Beside computation
+ * (c->overlap), a job takes at most LEAN_GRID blocks and its instance
+ * stops after it. Set-up is collective and agreed
  * by all ranks; anything missing (NVRTC, peer access, distinct GPUs, one
  * node) turns the path off for that communicator, with the reason in
  * COLLMUX_LOG=info.
@@ -56,10 +58,11 @@ struct cmx_fused {
 	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
+	uint32_t grid;   /* blocks of the next instance: GRID, or a lean job's own */
 	int running;     /* that instance may still be running */
 	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
-	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel */
+	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel; of the greatest priority */
 	volatile bell_t *bell;
 	void *bell_d;
 };
@@ -209,7 +212,7 @@ static void create(cmx_comm *c, uint64_t id)
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
 	int ok = f && hs && add(f) && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
-		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_new(1)) &&
+		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_prio(1)) &&
 		 (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (!ok)
 		memset(&h, 0, sizeof h);
@@ -323,7 +326,7 @@ static int start(struct cmx_fused *f)
 	/* the job just rung is the first it takes (numbers skip 0, see LL in kernels.cu) */
 	R.launch = ++f->launch, R.last = cmx_fused_prev_seq(f->seq);
 	void *args[] = {&R};
-	return f->running = cmx_cuda_launch(fn_ring, GRID, 512, f->stream, args);
+	return f->running = cmx_cuda_launch(fn_ring, f->grid, 512, f->stream, args);
 }
 
 /* Waits for job s; relaunches the kernel if it stopped before taking it.
@@ -365,6 +368,7 @@ static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, u
 	__atomic_store_n(&b->seq_b, s, __ATOMIC_RELEASE);
 	b->root = root, b->n = n;
 	__atomic_store_n(&b->seq_c, s, __ATOMIC_RELEASE);
+	f->grid = code & JOB_LEAN ? nb : GRID; /* should this job need an instance of its own */
 	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch)
 		f->running = 0;
 	if (!f->running && !start(f))
@@ -469,6 +473,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &nb))
 		return 0;
 	code |= proto;
+	/* beside computation: few blocks, none left holding an SM afterwards,
+	 * launched on the highest-priority stream so that they get the next
+	 * SMs the program's kernels free */
+	if (c->overlap) {
+		code |= JOB_LEAN;
+		nb = nb < LEAN_GRID ? nb : LEAN_GRID;
+	}
 	if (c->fused_state == 0)
 		setup(c, out);
 	if (c->fused_state != 1)

@@ -231,6 +231,7 @@ type Constants struct {
 	CommNull            uint32
 	DatatypeNull        uint32
 	OpNull              uint32
+	InfoNull            uint32
 	Root, ProcNull      int32
 	ErrOther            int32
 	// RequestNull is MPI_REQUEST_NULL (Open MPI: the address of
@@ -247,9 +248,9 @@ type Constants struct {
 
 // ABIConstants gives the Constants of each ABI.
 var ABIConstants = map[ABI]Constants{
-	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, Root: -3, ProcNull: -1, ErrOther: 15,
+	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, InfoNull: 0x1c000000, Root: -3, ProcNull: -1, ErrOther: 15,
 		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3},
-	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, Root: -3, ProcNull: -2, ErrOther: 16,
+	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -3, ProcNull: -2, ErrOther: 16,
 		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 203, Graph: 201, DistGraph: 202},
 	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3},
 }

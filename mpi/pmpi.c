@@ -176,6 +176,7 @@ static void detect_abi(void)
 		cmx_abi.comm_null = ompi_object("ompi_mpi_comm_null");
 		cmx_abi.dtype_null = ompi_object("ompi_mpi_datatype_null");
 		cmx_abi.op_null = ompi_object("ompi_mpi_op_null");
+		cmx_abi.info_null = ompi_object("ompi_mpi_info_null");
 		cmx_abi.request_null = ompi_object("ompi_request_null");
 	} else {
 		cmx_abi.comm_world = k->comm_world;
@@ -183,6 +184,7 @@ static void detect_abi(void)
 		cmx_abi.comm_null = k->comm_null;
 		cmx_abi.dtype_null = k->dtype_null;
 		cmx_abi.op_null = k->op_null;
+		cmx_abi.info_null = k->info_null;
 		cmx_abi.request_null = k->request_null;
 	}
 	for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
@@ -267,6 +269,10 @@ static void resolve_pmpi(void)
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
+	RESOLVE(Comm_set_info);
+	RESOLVE(Comm_dup_with_info);
+	RESOLVE(Info_get);
+	RESOLVE(Info_get_string);
 	/* the base (int-count) functions exist in every MPI collmux supports,
 	 * except the MPI-4 persistent collectives, which collmux provides */
 	for (int i = 0; i < CMX_NFN; i += 2)

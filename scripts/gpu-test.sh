@@ -54,7 +54,35 @@ mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
 mpicc -I$CUDA/include -o $B/commfree tests/gpu/commfree.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl -ldl
+mpicc -I$CUDA/include -o $B/overlaptest tests/c/overlaptest.c -L$CUDA/lib64 -lcudart
+mpicc -O2 -I$CUDA/include -o $B/overlap bench/overlap.c -L$CUDA/lib64 -lcudart -ldl
 set +x
+
+# Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
+# data movement on the copy engines, all-reduce on the lean fused kernels,
+# the same results as the host MPI; every call forced onto the copy path
+# falls through to the next path where the copy engines cannot serve it.
+overlap_suite() {
+  for np in $(seq 1 "$NGPU"); do
+    run $np $B/colltest > $B/host.$np 2>&1
+    run $np "${X[@]}" -x COLLMUX_OVERLAP=1 -x COLLMUX_STATS=$B/o.$np.json $B/colltest_cuda > $B/ovl.$np 2> $B/ovl.$np.err
+    cmp -s $B/host.$np $B/ovl.$np; result $? "colltest on device buffers, $np ranks, COLLMUX_OVERLAP=1: same results as host MPI"
+    cmp -s $B/host.$np $B/ovl.$np || { grep -v '^\[' $B/ovl.$np.err | tail -20; diff $B/host.$np $B/ovl.$np | head; }
+    k=$(calls $B/o.$np.json copy); echo "  copy $k calls, fused $(calls $B/o.$np.json fused) calls"
+    [ "$k" -gt 0 ]; result $? "statistics show copy-engine calls, $np ranks"
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:copy' $B/colltest_cuda > $B/cpy.$np 2> $B/cpy.$np.err
+    cmp -s $B/host.$np $B/cpy.$np; result $? "colltest on device buffers, $np ranks, every call sent to the copy path first: same results"
+    cmp -s $B/host.$np $B/cpy.$np || { grep -v '^\[' $B/cpy.$np.err | tail -20; diff $B/host.$np $B/cpy.$np | head; }
+  done
+  run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/ot.json -x COLLMUX_LOG=decisions $B/overlaptest > $B/ot 2> $B/ot.err
+  grep -q "0 failures" $B/ot && [ "$(calls $B/ot.json copy)" -gt 0 ]
+  result $? "the collmux_overlap info key: $(tail -1 $B/ot), $(calls $B/ot.json copy) copy-engine calls"
+  grep -q "0 failures" $B/ot || { cat $B/ot; tail $B/ot.err; }
+}
+if [ "${ONLY:-}" = overlap ]; then
+  overlap_suite
+else
+overlap_suite
 
 for np in $(seq 1 "$NGPU"); do
   run $np $B/colltest > $B/host.$np 2>&1
@@ -202,6 +230,7 @@ grep -q "0 failures" $B/pynb; result $? "mpi4py + CuPy/PyTorch: nonblocking, per
 grep -q "0 failures" $B/pynb || tail -30 $B/pynb
 [ "$(calls $B/pynb.json staged)" -gt 0 ]; result $? "mpi4py point-to-point device calls went through collmux (staged)"
 
+fi
 echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
 # BENCH=1 (default): every benchmark; BENCH=nb: only gpu_nb (the calls
@@ -216,7 +245,16 @@ if [ "${BENCH:-1}" = 1 ]; then
   python3 bench/gpu_report.py "$OUT/bench.csv" "$OUT/gpu-bench" "$(tr '\n' ' ' < "$OUT/machine.txt")" $B/routes.txt > /dev/null
   grep -A60 "## Targets" "$OUT/gpu-bench.md"
 fi
-if [ "${BENCH:-1}" != 0 ] && [ "$NGPU" -ge 2 ]; then
+# BENCH=overlap (and BENCH=1): a GEMM stream beside each collective, on
+# each path: NCCL, the default (fused where it runs), overlap mode
+if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = overlap ]; } && [ "$NGPU" -ge 2 ]; then
+  for p in nccl:COLLMUX_RULES='*:cuda:*:nccl' default:COLLMUX_OVERLAP=0 overlap:COLLMUX_OVERLAP=1; do
+    timeout 200 mpirun -np "$NGPU" "${X[@]}" -x "${p#*:}" $B/overlap "${p%%:*}" ${OVERLAP_MAX:-$((256 << 20))} 2> $B/ovb.err |
+      { [ "${p%%:*}" = nccl ] && cat || tail -n +2; } || tail $B/ovb.err
+  done > "$OUT/overlap.csv"
+  cat "$OUT/overlap.csv"
+fi
+if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "$NGPU" -ge 2 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
     timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
   cat "$OUT/nb-bench.csv"

@@ -201,7 +201,7 @@ func TestInfo(t *testing.T) {
 			want: []string{`(?m)^COLLMUX_LOG\s+decisions\s+environment\s+what collmux`, `(?m)^COLLMUX_TIMEOUT\s+1800\s+default\s`,
 				`(?m)^COLLMUX_NVRTC_LIB\s+-\s+default\s`, `(?m)^COLLMUX_LIB\s+/x/lib.so\s+environment, not read by the library\s`,
 				`(?m)^COLLMUX_RULES\s+scan:cuda:\*:nccl\s+environment\s`, `Tuning table: none: COLLMUX_TUNING is unset`,
-				`8 built-in, 0 from the tuning table, 1 from COLLMUX_RULES\n`, `(?m)^  \*:host:\*:mpi\s+default$`, `(?m)^  scan:cuda:\*:nccl\s+COLLMUX_RULES$`,
+				`14 built-in, 0 from the tuning table, 1 from COLLMUX_RULES\n`, `(?m)^  \*:host:\*:mpi\s+default$`, `(?m)^  scan:cuda:\*:nccl\s+COLLMUX_RULES$`,
 				`Warnings:\n  COLLMUX_LOGG is not a collmux variable; did you mean COLLMUX_LOG\?\n`}},
 		{name: "empty", env: map[string]string{"COLLMUX_TIMEOUT": ""}, want: []string{`(?m)^COLLMUX_TIMEOUT\s+1800\s+default\s`}}, // empty reads as unset
 		{name: "foreign table", env: map[string]string{"COLLMUX_TUNING": table},

@@ -48,16 +48,21 @@ func routesCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Tuning table: %s\n\n", tuningInForce(cfg, os.Getenv))
-			blocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Blocking)
-			nonblocking := dispatch.CompileForm(cfg.Rules, shape, dispatch.Nonblocking)
+			blocking := dispatch.CompileMode(cfg.Rules, shape, dispatch.Mode{})
 			if err := printRoutes(out, cfg.Rules, &blocking, nil); err != nil {
 				return err
 			}
-			if reflect.DeepEqual(blocking, nonblocking) {
-				return nil
+			for _, m := range dispatch.Modes()[1:] {
+				rt := dispatch.CompileMode(cfg.Rules, shape, m)
+				if reflect.DeepEqual(blocking, rt) {
+					continue
+				}
+				fmt.Fprintf(out, "\n%s calls%s, where their routes differ (form= and overlap= rules):\n", m.Form, overlapTitle[m.Overlap])
+				if err := printRoutes(out, cfg.Rules, &rt, &blocking); err != nil {
+					return err
+				}
 			}
-			fmt.Fprintln(out, "\nnonblocking calls (MPI_I..., the starts of persistent calls), where their routes differ (form= rules):")
-			return printRoutes(out, cfg.Rules, &nonblocking, &blocking)
+			return nil
 		},
 	}
 	c.Flags().IntVar(&shape.Ranks, "ranks", 2, "communicator size, for rules with ranks=")
@@ -66,6 +71,8 @@ func routesCmd() *cobra.Command {
 	c.Flags().StringVar(&nvl, "nvlink", "", "how far NVLink joins each node's GPUs (none, partial, full), for rules with nvlink= (default: this machine's)")
 	return c
 }
+
+var overlapTitle = [...]string{"", " beside computation (COLLMUX_OVERLAP, the collmux_overlap info key)"}
 
 // lowBound prints a range's first size; one past a round size reads as
 // "4M+1" rather than 4194305.

@@ -78,7 +78,7 @@ extern const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND];
 
 typedef struct {
 	int64_t in_place;
-	uint32_t comm_world, comm_self, comm_null, dtype_null, op_null;
+	uint32_t comm_world, comm_self, comm_null, dtype_null, op_null, info_null;
 	int32_t root, proc_null, err_other;
 	uint32_t request_null;
 	int64_t status_ignore;
@@ -92,7 +92,7 @@ typedef struct {
 	int abi; /* CMX_ABI_* */
 	int int_handles;
 	const void *in_place;
-	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null;
+	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null, info_null;
 	cmx_h uint64, op_sum, op_min, op_max, byte, int_; /* for collmux's own calls */
 	int root, proc_null, err_other;
 	cmx_h request_null;
@@ -194,6 +194,11 @@ typedef struct {
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
 	cmx_h (*Op_f2c)(int);
+	/* the collmux_overlap info key (capi/overlap.c); Info_get_string is MPI-4 */
+	int (*Comm_set_info)(cmx_h, cmx_h);
+	int (*Comm_dup_with_info)(cmx_h, cmx_h, void *);
+	int (*Info_get)(cmx_h, const char *, int, char *, int *);
+	int (*Info_get_string)(cmx_h, const char *, int *, char *, int *);
 } cmx_pmpi_extra_t;
 extern cmx_pmpi_extra_t cmx_px;
 
@@ -210,6 +215,7 @@ typedef struct {
 	int check;   /* COLLMUX_CHECK: verify that ranks agree on every call */
 	int trace;   /* COLLMUX_TRACE set: record every routed call (dispatch/trace.c) */
 	int timeout; /* COLLMUX_TIMEOUT: seconds a device collective waits for its peers before it fails */
+	int overlap;   /* COLLMUX_OVERLAP: every communicator's collectives run beside computation */
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
 	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
@@ -230,8 +236,9 @@ typedef struct {
 	int32_t n;
 	cmx_route r[CMX_MAX_ROUTES];
 } cmx_routes;
-/* by form: blocking, then nonblocking (MPI_I… and persistent starts) */
-typedef cmx_routes cmx_route_table_t[2][CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
+/* by overlap (alone, beside computation), then form (blocking, then
+ * nonblocking: MPI_I… and persistent starts): dispatch.Mode.Index */
+typedef cmx_routes cmx_route_table_t[2][2][CMX_NCOLL][CMX_NMEM][CMX_NDCLASS];
 /* The table for every communicator when no rule looks at shape. A new
  * rule set (collmux_set_rules) gets a new table, published by this pointer,
  * so that threads routing a call meanwhile never read one half-written;
@@ -309,6 +316,9 @@ struct cmx_comm {
 	unsigned routes_gen;       /* cmx_routes_gen when routes was set */
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
 	int nvlink;                /* the least NVLink class of its nodes (nvlink.Class); -1: not learnt */
+	int overlap;               /* its collectives run beside computation: COLLMUX_OVERLAP or its collmux_overlap info key, agreed */
+	struct cmx_copy *copy;     /* the copy engines' state (copy/); NULL until tried */
+	int copy_state;            /* 0 not tried, 1 ready, -1 unusable */
 };
 static inline int cmx_gate_refuses(const cmx_comm *c, const cmx_args *a)
 {
@@ -349,15 +359,23 @@ typedef struct {
 	char reserved[64];
 } cmx_ipc_handle; /* CUipcMemHandle */
 int cmx_cuda_fused_capable(void);
+int cmx_cuda_ipc_capable(void);
 int cmx_cuda_device(int *arch, char *busid, int len);
 int cmx_cuda_driver_version(void);
 void *cmx_cuda_function(const void *image, const char *name, void **module);
 int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args);
 int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h);
 void *cmx_cuda_ipc_open(cmx_ipc_handle h);
+void cmx_cuda_ipc_close(void *p);
+int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *h); /* p's allocation, for a peer to map */
+void *cmx_cuda_stream_prio(int greatest); /* non-blocking, of the greatest or least priority */
 int cmx_cuda_memset(void *dptr, int v, size_t n);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
+
+/* ---- the copy engines (copy/) ---- */
+int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc);
+void cmx_copy_release(cmx_comm *c);
 
 /* ---- the functions collmux does not serve on device memory (capi/unserved.tab) ---- */
 /* Whose error handler a refused call raises its error on: the window's,
