@@ -14,7 +14,7 @@
  *   coll,path,bytes,rank,gemm_ms,gemm_together_ms,gemm_slowdown,
  *   coll_us,coll_together_us,coll_slowdown,calls_together,coll_J,J_per_GB
  *
- * usage: overlap PATH [max_bytes]
+ * usage: overlap PATH [max_bytes [coll,coll,...]]
  * build: mpicc -O2 -I$CUDA/include -o overlap bench/overlap.c -L$CUDA/lib64 -lcudart -ldl
  */
 #include <dlfcn.h>
@@ -91,8 +91,13 @@ static double gemm_ms(void)
 	return ms;
 }
 
-enum { ALLREDUCE, ALLGATHER, ALLTOALL, REDUCE_SCATTER, NCOLL };
-static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "reduce_scatter"};
+/* BCAST: the copy path's pure peer pull (no local copy); LOCAL and
+ * LOCAL2D: a device-to-device copy within the GPU (cudaMemcpyAsync,
+ * cudaMemcpy2DAsync) on a stream of its own, no MPI: where the copy
+ * engines run beside the GEMMs and where they wait for them */
+enum { ALLREDUCE, ALLGATHER, ALLTOALL, REDUCE_SCATTER, BCAST, LOCAL, LOCAL2D, LOCALBATCH, NCOLL };
+static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "reduce_scatter", "bcast", "local", "local2d", "localbatch"};
+static cudaStream_t cs;
 
 /* bytes: the whole receive buffer, as nccl-tests counts it */
 static void coll(int c, float *s, float *r, size_t bytes)
@@ -103,7 +108,30 @@ static void coll(int c, float *s, float *r, size_t bytes)
 	case ALLGATHER: MPI_Allgather(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD); break;
 	case ALLTOALL: MPI_Alltoall(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD); break;
 	case REDUCE_SCATTER: MPI_Reduce_scatter_block(s, r, per, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+	case BCAST: MPI_Bcast(r, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+	case LOCAL: cudaMemcpyAsync(r, s, bytes, cudaMemcpyDeviceToDevice, cs), cudaStreamSynchronize(cs); break;
+	case LOCAL2D: cudaMemcpy2DAsync(r, 4096, s, 4096, 4096, bytes / 4096, cudaMemcpyDeviceToDevice, cs), cudaStreamSynchronize(cs); break;
+	case LOCALBATCH: { /* the batch API's hint to overlap the copy with compute */
+		struct cudaMemcpyAttributes at = {0};
+		at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+		at.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+		void *const d[1] = {r};
+		const void *sr[1] = {s};
+		size_t sz[1] = {bytes}, idx[1] = {0};
+		if (cudaMemcpyBatchAsync(d, sr, sz, 1, &at, idx, 1, cs) != cudaSuccess)
+			fprintf(stderr, "cudaMemcpyBatchAsync failed\n");
+		cudaStreamSynchronize(cs);
+		break;
 	}
+	}
+}
+
+/* name is an entry of the comma-separated list (with commas around it) */
+static int listed(const char *list, const char *name)
+{
+	char key[64];
+	snprintf(key, sizeof key, ",%s,", name);
+	return strstr(list, key) != NULL;
 }
 
 int main(int argc, char **argv)
@@ -116,6 +144,7 @@ int main(int argc, char **argv)
 	const size_t maxb = argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)256 << 20;
 	load();
 	CUDA_OK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+	CUDA_OK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
 	lib.set_stream(blas, gs);
 	const size_t mat = (size_t)DIM * DIM * 2;
 	CUDA_OK(cudaMalloc(&A, mat));
@@ -130,12 +159,14 @@ int main(int argc, char **argv)
 	gemms(), gemm_ms(); /* warm cuBLAS */
 	if (rank == 0)
 		printf("coll,path,bytes,rank,gemm_ms,gemm_together_ms,gemm_slowdown,coll_us,coll_together_us,coll_slowdown,calls_together,coll_J,J_per_GB\n");
+	char only[256];
+	snprintf(only, sizeof only, ",%s,", argc > 3 ? argv[3] : "allreduce,allgather,alltoall,reduce_scatter");
 	for (int c = 0; c < NCOLL; c++)
-		for (size_t bytes = 64 << 10; bytes <= maxb; bytes *= 8) {
+		for (size_t bytes = 64 << 10; bytes <= maxb && listed(only, names[c]); bytes *= 8) {
 			cudaDeviceSynchronize();
 			MPI_Barrier(MPI_COMM_WORLD);
 			gemms();
-			const double ga = gemm_ms();
+			double ga = gemm_ms();
 			/* alone: enough calls for ~50 ms, the count agreed */
 			coll(c, s, r, bytes), coll(c, s, r, bytes); /* set-up, warm */
 			MPI_Barrier(MPI_COMM_WORLD);
@@ -166,6 +197,8 @@ int main(int argc, char **argv)
 				MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
 			}
 			const double gt = gemm_ms(), together = busy / calls;
+			gemms(); /* alone again: the GPU's clocks drift over a run */
+			ga = (ga + gemm_ms()) / 2;
 			double row[8] = {ga, gt, gt / ga - 1, alone * 1e6, together * 1e6, together / alone - 1, calls, ej / k};
 			double all[8 * 8];
 			MPI_Gather(row, 8, MPI_DOUBLE, all, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);

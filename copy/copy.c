@@ -9,7 +9,13 @@
  * (CUDA IPC, cached by allocation) and pulls its share into its own
  * buffers; the host, not the GPU, orders the ranks: one allgather of the
  * buffers' handles before the copies (every rank's data is ready), one
- * allreduce of the outcome after them (every rank is done reading).
+ * allreduce of the outcome after them (every rank is done reading). A
+ * copy within one GPU runs on its SMs, not its copy engines: beside a
+ * GEMM it waits for the GEMM's blocks, whatever its stream's priority
+ * (docs/results/gpu-2026-11-30-overlap). So a rank's own block is copied
+ * by its neighbour's copy engine through both mappings, which takes no SM
+ * but moves only ~70 GB/s: at large sizes the path is slower alone than
+ * NCCL, and as fast beside a GEMM as alone.
  * Blocking calls only; the router's fallback order sends the rest on.
  */
 #include <stdio.h>
@@ -21,11 +27,19 @@
 #define MAX_PEERS 8 /* ranks of a node the path serves */
 #define MAPS 16     /* allocations of one peer kept mapped */
 
-/* What a rank tells its peers at each call: where the data they read from
- * it lies, and whether it can run the call at all. */
+/* Where a peer reads from: the allocation (id 0: none), its handle, and
+ * the offset in it. */
 typedef struct {
 	cmx_ipc_handle h;
-	uint64_t id, off; /* the allocation (0: none to read) and the data's offset in it */
+	uint64_t id, off;
+} region_t;
+
+/* What a rank tells its peers at each call: the data they pull from it,
+ * its own block's source and destination (which its neighbour copies,
+ * below) and whether it can run the call at all. */
+typedef struct {
+	region_t src, own_src, own_dst;
+	uint64_t own_bytes;
 	int32_t ok, pad;
 } rec_t;
 
@@ -36,7 +50,7 @@ typedef struct {
 } map_t;
 
 /* One transfer into this rank: bytes from `at` past the data a peer
- * exports (or from src, for this rank's own block) to dst. */
+ * exports to dst; for the rank's own block, from src. */
 typedef struct {
 	char *dst;
 	const char *src;
@@ -66,7 +80,7 @@ static void setup(cmx_comm *c, const void *buf)
 	me.ok = all && k && (k->recs = calloc((size_t)c->size, sizeof(rec_t))) && c->size <= MAX_PEERS && cmx_cuda_ipc_capable() && cmx_cuda_ctx_for(buf) &&
 		cmx_cuda_device(&arch, me.bus, sizeof me.bus);
 	for (int p = 0; p < c->size && me.ok; p++)
-		me.ok = (k->stream[p] = cmx_cuda_stream_new(1)) != NULL;
+		me.ok = (k->stream[p] = cmx_cuda_stream_prio(1)) != NULL;
 	const char *why = NULL;
 	if (!cmx_comm_agree(c, all != NULL)) /* a rank without the memory must not skip the allgather */
 		why = "a rank is out of memory";
@@ -97,8 +111,8 @@ static void setup(cmx_comm *c, const void *buf)
 	c->copy_state = 1;
 }
 
-/* The moves of call a into this rank, one a rank (moves[me]: the local
- * part), and what its peers read from it (*exp). 0 when the path cannot
+/* The moves of call a into this rank, one a rank (mv[me]: its own block,
+ * from src), and what its peers read from it (*exp). 0 when the path cannot
  * carry the call: a datatype that is not one contiguous run, or an
  * in-place all-to-all (each rank would overwrite what its peers read). */
 static int plan(const cmx_args *a, const cmx_comm *c, const void **exp, move_t *mv)
@@ -171,7 +185,7 @@ static int plan(const cmx_args *a, const cmx_comm *c, const void **exp, move_t *
 /* Peer p's allocation id, mapped here; NULL when it cannot be. The least
  * recently used mapping makes room: a peer's freed allocation stays
  * mapped (and its memory held) until then. */
-static char *mapped(struct cmx_copy *k, int p, const rec_t *rec)
+static char *mapped(struct cmx_copy *k, int p, const region_t *rec)
 {
 	map_t *m = k->maps[p], *victim = &m[0];
 	for (int i = 0; i < MAPS; i++) {
@@ -187,6 +201,16 @@ static char *mapped(struct cmx_copy *k, int p, const rec_t *rec)
 	victim->id = victim->base ? rec->id : 0;
 	victim->used = ++k->tick;
 	return victim->base;
+}
+
+/* p's region for a peer to map; 0 when it cannot be shared */
+static int export(const void *p, region_t *r) { return cmx_cuda_export(p, &r->id, &r->off, &r->h); }
+
+/* Where a peer's region lies here; NULL when it cannot be mapped. */
+static char *at(struct cmx_copy *k, int p, const region_t *r)
+{
+	char *base = r->id ? mapped(k, p, r) : NULL;
+	return base ? base + r->off : NULL;
 }
 
 int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
@@ -209,15 +233,20 @@ int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (c->copy_state != 1)
 		return 0;
 	struct cmx_copy *k = c->copy;
-	const int n = c->size, me = c->rank;
+	const int n = c->size, me = c->rank, next = (me + 1) % n;
 	move_t mv[MAX_PEERS];
 	const void *exp = NULL;
 	rec_t mine = {0};
 	/* the program's work on the legacy default stream has written this
 	 * rank's buffers before its peers may read them */
 	mine.ok = plan(a, c, &exp, mv) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
+	if (mine.ok && n > 1 && mv[me].bytes) {
+		mine.own_bytes = mv[me].bytes;
+		mine.ok = export(mv[me].src, &mine.own_src) && export(mv[me].dst, &mine.own_dst);
+		mv[me].bytes = 0; /* the neighbour's to copy */
+	}
 	if (mine.ok && exp)
-		mine.ok = cmx_cuda_export(exp, &mine.id, &mine.off, &mine.h);
+		mine.ok = export(exp, &mine.src);
 	if (cmx_px.Allgather(&mine, (int)sizeof mine, cmx_abi.byte, k->recs, (int)sizeof mine, cmx_abi.byte, c->handle) != 0)
 		return *rc = cmx_error(a->comm, cmx_abi.err_other), 1;
 	for (int p = 0; p < n; p++)
@@ -227,16 +256,18 @@ int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
 	for (int p = 0; p < n && ok; p++) {
 		if (!mv[p].bytes)
 			continue;
-		const char *from = mv[p].src;
-		if (p != me) {
-			const char *base = k->recs[p].id ? mapped(k, p, &k->recs[p]) : NULL;
-			from = base ? base + k->recs[p].off + mv[p].at : NULL;
-		}
-		ok = from && cmx_cuda_copy(mv[p].dst, from, mv[p].bytes, k->stream[p]);
+		const char *from = p == me ? mv[p].src : at(k, p, &k->recs[p].src);
+		ok = from && cmx_cuda_copy(mv[p].dst, from + mv[p].at, mv[p].bytes, k->stream[p]);
+	}
+	const rec_t *nr = &k->recs[next];
+	if (ok && next != me && nr->own_bytes) {
+		char *to = at(k, next, &nr->own_dst);
+		const char *from = at(k, next, &nr->own_src);
+		ok = to && from && cmx_cuda_copy(to, from, nr->own_bytes, k->stream[next]);
 	}
 	for (int p = 0; p < n; p++)
 		ok &= cmx_cuda_sync(k->stream[p]);
-	/* every rank is done reading its peers before any returns: the
+	/* every rank is done with its peers' buffers before any returns: the
 	 * outcome's allreduce is the barrier */
 	if (!cmx_comm_agree(c, ok)) {
 		if (ok || me == 0)

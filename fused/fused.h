@@ -10,17 +10,14 @@
 #define MAX_RANKS 8          /* CMX_MAX_RANKS in kernels.cu */
 #define MAX_BLOCKS 64        /* CMX_MAX_BLOCKS in kernels.cu */
 #define GRID 32              /* blocks of the resident kernel; a job uses 1 to GRID */
-#define LEAN_GRID 8          /* blocks of a job beside computation (JOB_LEAN) */
+#define LEAN_GRID 8          /* blocks of the resident kernel beside computation (cmx_comm.overlap) */
 #define LL_MAX (256u << 10)  /* CMX_LL_MAX in kernels.cu */
 #define LL_ONE (512 * 4 * 8) /* one block's LL batch: 512 threads, CMX_LL_BATCH lines of 8 bytes */
 #define SLOT (8u << 20)      /* one call's data in one rank's workspace */
 
 /* Job codes, as in kernels.cu: the kind, a protocol flag, then (<< 8) the
- * type and op or the move's mode. JOB_LEAN: the job runs beside the
- * program's computation; the instance that takes it stops after it, so
- * that no block holds an SM between calls (and one launched for it has
- * only the job's blocks). */
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20, JOB_LEAN = 0x40 };
+ * type and op or the move's mode. */
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
 
 /* How the fused kernels run collective coll (CMX_COLL_ALLREDUCE,
  * _ALLGATHER, _ALLTOALL or _BCAST) of `bytes` (all-reduce: the message;

@@ -7,8 +7,11 @@
  * The kernel stays resident between calls and takes jobs from a doorbell
  * in host memory, so a call costs no launch; it stops itself after
  * COLLMUX_FUSED_LINGER idle microseconds. Beside computation
- * (c->overlap), a job takes at most LEAN_GRID blocks and its instance
- * stops after it. Set-up is collective and agreed
+ * (c->overlap) it has LEAN_GRID blocks instead of GRID: a kernel that
+ * gives its SMs back between calls waits, at each call, for the
+ * program's kernels to free one (hundreds of microseconds beside a GEMM,
+ * docs/results/gpu-2026-11-30-overlap), while one that keeps a few costs
+ * the program those few. Set-up is collective and agreed
  * by all ranks; anything missing (NVRTC, peer access, distinct GPUs, one
  * node) turns the path off for that communicator, with the reason in
  * COLLMUX_LOG=info.
@@ -58,7 +61,7 @@ struct cmx_fused {
 	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
-	uint32_t grid;   /* blocks of the next instance: GRID, or a lean job's own */
+	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID beside computation */
 	int running;     /* that instance may still be running */
 	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
@@ -368,7 +371,6 @@ static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, u
 	__atomic_store_n(&b->seq_b, s, __ATOMIC_RELEASE);
 	b->root = root, b->n = n;
 	__atomic_store_n(&b->seq_c, s, __ATOMIC_RELEASE);
-	f->grid = code & JOB_LEAN ? nb : GRID; /* should this job need an instance of its own */
 	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch)
 		f->running = 0;
 	if (!f->running && !start(f))
@@ -404,9 +406,28 @@ static int poll_job(void *arg, uint64_t v)
 static void stop(struct cmx_fused *f)
 {
 	if (f->running && __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) != f->launch)
-		ring(f, JOB_EXIT, NULL, NULL, 0, 0, GRID, 0); /* every block stops */
+		ring(f, JOB_EXIT, NULL, NULL, 0, 0, f->grid, 0); /* every block stops */
 	cmx_cuda_sync(f->stream);
 	f->running = 0;
+}
+
+/* A communicator that changed mode (MPI_Comm_set_info, collective: every
+ * rank is at the same call) stops the instance of the old size; the next
+ * launch has the new one. A rank whose instance had stopped rings no exit
+ * job, so the ranks then agree on the latest job number, as a takeover
+ * does (cmx_fused_pick). 0 when they could not. */
+static int resize(cmx_comm *c, struct cmx_fused *f)
+{
+	stop(f);
+	f->grid = c->overlap ? LEAN_GRID : GRID;
+	uint32_t *all = calloc((size_t)c->size, sizeof *all);
+	int ok = cmx_comm_agree(c, all != NULL) &&
+		 cmx_px.Allgather(&f->seq, 4, cmx_abi.byte, all, 4, cmx_abi.byte, c->handle) == 0;
+	for (int p = 0; ok && p < c->size; p++)
+		if ((int32_t)(all[p] - f->seq) > 0) /* later, across the wrap */
+			f->seq = all[p];
+	free(all);
+	return ok;
 }
 
 void cmx_fused_release_all(void)
@@ -473,13 +494,8 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &nb))
 		return 0;
 	code |= proto;
-	/* beside computation: few blocks, none left holding an SM afterwards,
-	 * launched on the highest-priority stream so that they get the next
-	 * SMs the program's kernels free */
-	if (c->overlap) {
-		code |= JOB_LEAN;
+	if (c->overlap)
 		nb = nb < LEAN_GRID ? nb : LEAN_GRID;
-	}
 	if (c->fused_state == 0)
 		setup(c, out);
 	if (c->fused_state != 1)
@@ -489,6 +505,10 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (cmx_gate_refuses(c, a))
 		return 0;
 	struct cmx_fused *f = c->fused;
+	if (f->grid != (c->overlap ? LEAN_GRID : GRID) && !resize(c, f)) {
+		*rc = cmx_error(a->comm, cmx_abi.err_other);
+		return 1;
+	}
 	/* From here the peers run the call too, so a failure is an error,
 	 * never a quiet fallback. The job is rung after the program's work on
 	 * the legacy default stream, which the kernel does not wait for by

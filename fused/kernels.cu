@@ -475,7 +475,7 @@ __device__ __forceinline__ void move_ll(const Peers &P, const Call &C, const cha
 // A job as the host rings it: three 16-byte chunks in one host cache line,
 // each led by the job's sequence number. The device reads each chunk in one
 // load; when all three carry the new number, the job is whole.
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20, JOB_LEAN = 0x40 };
+enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
 struct Bell {
 	u32 seq_a, code; // code: JOB_* [| JOB_LL or JOB_TWOSHOT] | (type*3+op or move mode) << 8
 	u64 in;
@@ -515,13 +515,6 @@ struct Ring {
 // (cmx_fused_next_seq in capi/fused_plan.c)
 __device__ __forceinline__ u32 next_seq(u32 s) { return s >= 0xfffffffeu ? 1 : s + 1; }
 
-// Block 0 stops the instance: the other blocks see quit, the host exited.
-__device__ __forceinline__ void quit(const Ring &R)
-{
-	st_release_gpu(&R.ctl->quit, R.launch);
-	st_release(&R.bell->exited, R.launch);
-}
-
 // Block 0 waits for the job after `last` at the doorbell and publishes it
 // to the other blocks, if it has any; after linger_ns without one it stops
 // the instance instead (and says so at the doorbell, so the host launches
@@ -546,7 +539,8 @@ __device__ __forceinline__ int take_job(const Ring &R, u32 last, Job *J)
 			return 1;
 		}
 		if ((spins % 32 == 0 || !R.linger_ns) && now_ns() - t0 > R.linger_ns) { // the clock is slow to read
-			quit(R);
+			st_release_gpu(&R.ctl->quit, R.launch);
+			st_release(&R.bell->exited, R.launch);
 			return 0;
 		}
 	}
@@ -647,11 +641,9 @@ extern "C" __global__ void __launch_bounds__(512) cmx_ring(const __grid_constant
 					R.ctl->count = 0;
 				}
 				st_release(&R.bell->done, J.seq);
-				if (J.code & JOB_LEAN) // "done" before "exited", as the host reads them
-					quit(R);
 			}
 		}
-		if ((J.code & 0xf) == JOB_EXIT || (J.code & JOB_LEAN))
-			return; // the others of a lean job's instance see quit
+		if ((J.code & 0xf) == JOB_EXIT)
+			return;
 	}
 }
