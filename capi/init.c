@@ -180,9 +180,10 @@ static void check_same_rules(void)
 {
 	int rank = 0;
 	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
-	if (!cmx_rules_agree(1, cmx_cfg.rules_hash))
-		cmx_fatal("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_TUNING or "
-			  "tuning tables differ); they must be the same everywhere", rank);
+	/* COLLMUX_OVERLAP picks the route planes too */
+	if (!cmx_rules_agree(1, cmx_cfg.rules_hash ^ (cmx_cfg.overlap ? 0x2c6f7665u : 0)))
+		cmx_fatal("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_OVERLAP, "
+			  "COLLMUX_TUNING or tuning tables differ); they must be the same everywhere", rank);
 }
 
 /* MPI_Init and MPI_Init_thread are intercepted to set collmux up on every

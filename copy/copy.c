@@ -184,7 +184,7 @@ static int plan(const cmx_args *a, const cmx_comm *c, const void **exp, move_t *
 
 /* Peer p's allocation id, mapped here; NULL when it cannot be. The least
  * recently used mapping makes room: a peer's freed allocation stays
- * mapped (and its memory held) until then. */
+ * mapped (its memory held, at most MAPS allocations a peer) until then. */
 static char *mapped(struct cmx_copy *k, int p, const region_t *rec)
 {
 	map_t *m = k->maps[p], *victim = &m[0];
@@ -196,11 +196,12 @@ static char *mapped(struct cmx_copy *k, int p, const region_t *rec)
 		if (m[i].used < victim->used)
 			victim = &m[i];
 	}
+	char *base = cmx_cuda_ipc_open(rec->h);
+	if (!base)
+		return NULL; /* the mapping that would have made room stays */
 	cmx_cuda_ipc_close(victim->base);
-	victim->base = cmx_cuda_ipc_open(rec->h);
-	victim->id = victim->base ? rec->id : 0;
-	victim->used = ++k->tick;
-	return victim->base;
+	*victim = (map_t){rec->id, ++k->tick, base};
+	return base;
 }
 
 /* p's region for a peer to map; 0 when it cannot be shared */
@@ -228,8 +229,10 @@ int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
 	default:
 		return 0;
 	}
+	/* a buffer significant on this rank, whose context the copies run in */
+	const void *sig = (a->coll == CMX_COLL_GATHER && a->root != c->rank) || a->rbuf == cmx_abi.in_place ? a->sbuf : a->rbuf;
 	if (c->copy_state == 0)
-		setup(c, a->rbuf != cmx_abi.in_place ? a->rbuf : a->sbuf);
+		setup(c, sig);
 	if (c->copy_state != 1)
 		return 0;
 	struct cmx_copy *k = c->copy;
@@ -239,7 +242,7 @@ int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
 	rec_t mine = {0};
 	/* the program's work on the legacy default stream has written this
 	 * rank's buffers before its peers may read them */
-	mine.ok = plan(a, c, &exp, mv) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
+	mine.ok = plan(a, c, &exp, mv) && cmx_cuda_ctx_for(sig) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
 	if (mine.ok && n > 1 && mv[me].bytes) {
 		mine.own_bytes = mv[me].bytes;
 		mine.ok = export(mv[me].src, &mine.own_src) && export(mv[me].dst, &mine.own_dst);

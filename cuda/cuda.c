@@ -156,7 +156,7 @@ int cmx_cuda_ctx_for(const void *p)
 
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 {
-	return n == 0 || cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream) == 0;
+	return n == 0 || ok(cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream));
 }
 
 int cmx_cuda_sync(void *stream) { return ok(cu.StreamSynchronize(stream)); }

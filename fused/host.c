@@ -418,15 +418,22 @@ static void stop(struct cmx_fused *f)
  * does (cmx_fused_pick). 0 when they could not. */
 static int resize(cmx_comm *c, struct cmx_fused *f)
 {
-	stop(f);
-	f->grid = c->overlap ? LEAN_GRID : GRID;
+	/* a nonblocking job nobody has seen done runs on the old instance
+	 * (one relaunched for it has the old grid, which its blocks need) */
+	int ok = !f->pending || wait_done(f, f->pending);
+	f->pending = 0;
+	if (ok)
+		stop(f);
 	uint32_t *all = calloc((size_t)c->size, sizeof *all);
-	int ok = cmx_comm_agree(c, all != NULL) &&
-		 cmx_px.Allgather(&f->seq, 4, cmx_abi.byte, all, 4, cmx_abi.byte, c->handle) == 0;
+	ok = cmx_comm_agree(c, ok && all != NULL) && cmx_px.Allgather(&f->seq, 4, cmx_abi.byte, all, 4, cmx_abi.byte, c->handle) == 0;
 	for (int p = 0; ok && p < c->size; p++)
 		if ((int32_t)(all[p] - f->seq) > 0) /* later, across the wrap */
 			f->seq = all[p];
 	free(all);
+	if (ok)
+		f->grid = c->overlap ? LEAN_GRID : GRID;
+	else
+		c->fused_state = -1; /* every rank read the same agreement */
 	return ok;
 }
 
