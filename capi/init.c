@@ -95,8 +95,10 @@ static void report_stats(void)
 	int rank = 0, size = 1;
 	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
 	cmx_px.Comm_size(cmx_abi.comm_world, &size);
+	cmx_energy_flush();
 	memcpy(mine, cmx_stats, sizeof mine);
-	if (cmx_px.Allreduce(mine, total, 3 * NCELL, cmx_abi.uint64, cmx_abi.op_sum, cmx_abi.comm_world) != 0 ||
+	_Static_assert(sizeof(cmx_stat) == 4 * sizeof(uint64_t), "cmx_stat is four counters");
+	if (cmx_px.Allreduce(mine, total, 4 * NCELL, cmx_abi.uint64, cmx_abi.op_sum, cmx_abi.comm_world) != 0 ||
 	    cmx_px.Reduce(cmx_stat_rule, rules, NCELL, cmx_abi.int_, cmx_abi.op_max, 0, cmx_abi.comm_world) != 0)
 		return;
 	int used = 0;

@@ -348,7 +348,7 @@ func collmux_go_explain(coll, mem C.int, bytes C.uint64_t, used, rule, wanted C.
 //export collmux_go_report
 func collmux_go_report(counters *C.uint64_t, rules *C.int32_t, ranks C.int, perRank *C.uint64_t, cells C.int) {
 	n := int(C.CMX_NCOLL) * int(C.CMX_NBACKEND) * int(C.CMX_NBUCKET)
-	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), n*3)
+	raw := unsafe.Slice((*uint64)(unsafe.Pointer(counters)), n*4)
 	ruleOf := unsafe.Slice((*int32)(unsafe.Pointer(rules)), n)
 	r := stats.FromCounters(raw, int(C.CMX_NBUCKET), int(ranks), abi.String(), func(cell int) string {
 		return logged(int(ruleOf[cell]) - 1)

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cmx.h"
@@ -28,6 +29,8 @@ static struct {
 	int (*LinkState)(void *, unsigned, int *);
 	int (*LinkRemote)(void *, unsigned, nvml_pci *);
 	int (*P2PStatus)(void *, void *, int, int *);
+	int (*ByBus)(const char *, void **);
+	int (*Energy)(void *, unsigned long long *);
 } nv;
 
 int cmx_nvml_open(void)
@@ -41,6 +44,8 @@ int cmx_nvml_open(void)
 	SYM(Handle, "nvmlDeviceGetHandleByIndex_v2"), SYM(Name, "nvmlDeviceGetName"), SYM(Pci, "nvmlDeviceGetPciInfo_v3");
 	SYM(LinkState, "nvmlDeviceGetNvLinkState"), SYM(LinkRemote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
 	SYM(P2PStatus, "nvmlDeviceGetP2PStatus");
+	SYM(ByBus, "nvmlDeviceGetHandleByPciBusId_v2");
+	SYM(Energy, "nvmlDeviceGetTotalEnergyConsumption");
 #undef SYM
 	return nv.Init && nv.DriverVersion && nv.Count && nv.Handle && nv.Name && nv.Pci && nv.Init() == 0;
 }
@@ -104,4 +109,28 @@ int cmx_nvml_nvlink_peers(int i, int j)
 	    nv.P2PStatus(a, b, 2 /* NVML_P2P_CAPS_INDEX_NVLINK */, &st) != 0)
 		return -1;
 	return st == 0 /* NVML_P2P_STATUS_OK */;
+}
+
+/* The energy counter of the GPU this thread's CUDA context is on (found
+ * once, by its PCI bus id), for the statistics. */
+static void *energy_dev;
+static pthread_once_t energy_once = PTHREAD_ONCE_INIT;
+
+static void energy_open(void)
+{
+	int arch;
+	char bus[32];
+	if (cmx_cuda_fused_capable() && cmx_cuda_device(&arch, bus, sizeof bus) && cmx_nvml_open() && nv.ByBus && nv.Energy &&
+	    nv.ByBus(bus, &energy_dev) != 0)
+		energy_dev = NULL;
+}
+
+int cmx_nvml_energy(uint64_t *mj)
+{
+	unsigned long long v = 0;
+	pthread_once(&energy_once, energy_open);
+	if (!energy_dev || nv.Energy(energy_dev, &v) != 0)
+		return 0;
+	*mj = v;
+	return 1;
 }

@@ -7,6 +7,7 @@
  * the backend table until one takes it, and records statistics.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,10 +155,62 @@ static int bucket_of(uint64_t bytes)
 	return b < CMX_NBUCKET ? b : CMX_NBUCKET - 1;
 }
 
+/* Energy per statistics cell. NVML's counter is too slow to read at each
+ * call and moves only every few tens of milliseconds, so device calls add
+ * their time to their cell, and at most every ENERGY_NS the energy read
+ * since the last share is shared out over the cells by their time in that
+ * window: a cell gets the GPU's mean power over the window times its
+ * calls' time (what ran beside them on the GPU counts too). */
+#define ENERGY_NS 100000000ull
+static uint64_t energy_pending[CMX_NCOLL * CMX_NBACKEND * CMX_NBUCKET];
+static uint64_t energy_t0, energy_mj0;
+static int energy_off;
+static pthread_mutex_t energy_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void energy_share(uint64_t now)
+{
+	uint64_t mj;
+	if (energy_off || !cmx_nvml_energy(&mj)) {
+		energy_off = 1;
+		return;
+	}
+	if (energy_t0 && now > energy_t0) {
+		const double uj_per_ns = (double)(mj - energy_mj0) * 1e3 / (double)(now - energy_t0);
+		cmx_stat *cells = &cmx_stats[0][0][0];
+		for (size_t i = 0; i < sizeof energy_pending / sizeof energy_pending[0]; i++)
+			if (energy_pending[i]) {
+				__atomic_fetch_add(&cells[i].uj, (uint64_t)(uj_per_ns * (double)energy_pending[i]), __ATOMIC_RELAXED);
+				energy_pending[i] = 0;
+			}
+	}
+	energy_t0 = now, energy_mj0 = mj;
+}
+
+static void energy_add(size_t cell, uint64_t ns)
+{
+	const uint64_t now = cmx_now_ns();
+	if (energy_off || pthread_mutex_trylock(&energy_mu) != 0)
+		return; /* another thread is sharing: this call's time is not counted */
+	energy_pending[cell] += ns;
+	if (!energy_t0 || now - energy_t0 >= ENERGY_NS)
+		energy_share(now);
+	pthread_mutex_unlock(&energy_mu);
+}
+
+void cmx_energy_flush(void)
+{
+	pthread_mutex_lock(&energy_mu);
+	if (energy_t0)
+		energy_share(cmx_now_ns());
+	pthread_mutex_unlock(&energy_mu);
+}
+
 static void record(const cmx_args *a, int64_t bytes, int backend, int rule, uint64_t ns)
 {
 	int k = bucket_of(bytes < 0 ? 0 : (uint64_t)bytes);
 	cmx_stat *s = &cmx_stats[a->coll][backend][k];
+	if (backend != CMX_BACKEND_MPI && a->mem != CMX_MEM_HOST)
+		energy_add(s - &cmx_stats[0][0][0], ns);
 	__atomic_store_n(&cmx_stat_rule[a->coll][backend][k], rule + 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->bytes, bytes < 0 ? 0 : (uint64_t)bytes, __ATOMIC_RELAXED);

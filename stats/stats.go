@@ -31,6 +31,10 @@ type Row struct {
 	Bytes   uint64  `json:"bytes"`
 	TimeSec float64 `json:"time_s"`         // summed over ranks
 	Rule    string  `json:"rule,omitempty"` // the rule (and its source) that routed the last of these calls
+	// The GPUs' energy over the calls' time, summed over ranks (device
+	// backends, where NVML reads it), and per GB of the calls' bytes.
+	EnergyJ float64 `json:"energy_j,omitempty"`
+	JPerGB  float64 `json:"j_per_gb,omitempty"`
 	// A rank's time in the cell, over the ranks with calls in it (a
 	// rooted collective's root and other ranks may count different
 	// sizes, so fall in different cells); Slowest is the rank with
@@ -64,9 +68,13 @@ type Report struct {
 	RankRows []RankRow `json:"rank_rows,omitempty"` // by rank, then in the order of Rows
 }
 
+// CounterWords is the width of a cell in FromCounters' raw: calls, bytes,
+// nanoseconds, microjoules (cmx_stat).
+const CounterWords = 4
+
 // FromCounters reads the C counter array cmx_stats[coll][backend][bucket]
-// = {calls, bytes, ns}, flattened, and keeps the cells that saw calls, in
-// the array's order. ruleOf names the rule that routed a cell (by flat
+// = {calls, bytes, ns, uj}, flattened, and keeps the cells that saw calls,
+// in the array's order. ruleOf names the rule that routed a cell (by flat
 // cell index), or "".
 func FromCounters(raw []uint64, nbucket, ranks int, abi string, ruleOf func(cell int) string) Report {
 	r := Report{Ranks: ranks, ABI: abi}
@@ -74,13 +82,18 @@ func FromCounters(raw []uint64, nbucket, ranks int, abi string, ruleOf func(cell
 		for b := dispatch.Backend(0); b < dispatch.NumBackend; b++ {
 			for k := 0; k < nbucket; k++ {
 				cell := (int(c)*int(dispatch.NumBackend)+int(b))*nbucket + k
-				i := cell * 3
+				i := cell * CounterWords
 				if raw[i] == 0 {
 					continue
 				}
 				lo, hi := BucketBounds(k, nbucket)
-				r.Rows = append(r.Rows, Row{Coll: c.String(), Backend: b.String(), MinSize: lo, MaxSize: hi,
-					Calls: raw[i], Bytes: raw[i+1], TimeSec: float64(raw[i+2]) / 1e9, Rule: ruleOf(cell), Slowest: -1})
+				row := Row{Coll: c.String(), Backend: b.String(), MinSize: lo, MaxSize: hi,
+					Calls: raw[i], Bytes: raw[i+1], TimeSec: float64(raw[i+2]) / 1e9, Rule: ruleOf(cell), Slowest: -1,
+					EnergyJ: float64(raw[i+3]) / 1e6}
+				if row.Bytes > 0 {
+					row.JPerGB = row.EnergyJ / (float64(row.Bytes) / 1e9)
+				}
+				r.Rows = append(r.Rows, row)
 			}
 		}
 	}

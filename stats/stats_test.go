@@ -3,6 +3,7 @@ package stats
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,13 +27,13 @@ func TestBucketBounds(t *testing.T) {
 
 func TestFromCounters(t *testing.T) {
 	const nb = 34
-	raw := make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*3)
-	set := func(c dispatch.Coll, b dispatch.Backend, k int, calls, bytes, ns uint64) {
-		i := ((int(c)*int(dispatch.NumBackend)+int(b))*nb + k) * 3
-		raw[i], raw[i+1], raw[i+2] = calls, bytes, ns
+	raw := make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*CounterWords)
+	set := func(c dispatch.Coll, b dispatch.Backend, k int, calls, bytes, ns, uj uint64) {
+		i := ((int(c)*int(dispatch.NumBackend)+int(b))*nb + k) * CounterWords
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = calls, bytes, ns, uj
 	}
-	set(dispatch.Allreduce, dispatch.MPI, 4, 10, 80, 5000)
-	set(dispatch.Alltoall, dispatch.NCCL, 21, 2, 2<<20, 1e9)
+	set(dispatch.Allreduce, dispatch.MPI, 4, 10, 80, 5000, 0)
+	set(dispatch.Alltoall, dispatch.NCCL, 21, 2, 2<<20, 1e9, 3e6)
 	r := FromCounters(raw, nb, 4, "mpich", func(cell int) string {
 		if cell == (int(dispatch.Alltoall)*int(dispatch.NumBackend)+int(dispatch.NCCL))*nb+21 {
 			return `"*:cuda:*:nccl" from default`
@@ -44,6 +45,10 @@ func TestFromCounters(t *testing.T) {
 	}
 	if r.Calls("allreduce", "mpi") != 10 || r.Calls("alltoall", "nccl") != 2 || r.Calls("bcast", "mpi") != 0 {
 		t.Errorf("Calls: %+v", r.Rows)
+	}
+	// 3 J over 2 MiB: J/GB from the bytes; none where nothing was read
+	if e := r.Rows[1]; e.EnergyJ != 3 || math.Abs(e.JPerGB-3/(float64(2<<20)/1e9)) > 1e-9 || r.Rows[0].EnergyJ != 0 {
+		t.Errorf("energy: %+v", r.Rows)
 	}
 	var b strings.Builder
 	if err := r.WriteText(&b); err != nil {
@@ -143,7 +148,7 @@ func TestAddRanks(t *testing.T) {
 		}, []float64{1, 0.5}, []float64{4, 0.5}, []int{0, 1}, []int{3, 1}, 2, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			raw := make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*3)
+			raw := make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*CounterWords)
 			cells := []int{cellOf(dispatch.Allreduce, dispatch.MPI, 4), cellOf(dispatch.Alltoall, dispatch.NCCL, 21)}
 			var per []uint64
 			for _, rk := range tc.ranks {
@@ -151,7 +156,7 @@ func TestAddRanks(t *testing.T) {
 				for i, c := range rk.cells {
 					per = append(per, c[:]...)
 					for j := range 3 {
-						raw[cells[i]*3+j] += c[j]
+						raw[cells[i]*CounterWords+j] += c[j]
 					}
 				}
 			}
@@ -204,7 +209,7 @@ func TestAddRanks(t *testing.T) {
 			}
 		})
 	}
-	r := FromCounters(make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*3), nb, 2, "mpich", func(int) string { return "" })
+	r := FromCounters(make([]uint64, int(dispatch.NumColl)*int(dispatch.NumBackend)*nb*CounterWords), nb, 2, "mpich", func(int) string { return "" })
 	if err := r.AddRanks(make([]uint64, hostWords), hostWords); err == nil {
 		t.Error("figures of 1 rank for a report of 2 must be refused")
 	}

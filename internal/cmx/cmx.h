@@ -571,8 +571,11 @@ void cmx_trace_write(void); /* the finalize hook: this rank's file */
 #define CMX_NBUCKET 34 /* bucket 0: 0 B; bucket b: [2^(b-1), 2^b); the last is open */
 typedef struct {
 	uint64_t calls, bytes, ns;
+	uint64_t uj; /* the GPU's energy over the calls' time, microjoules (device backends; cmx_energy_flush) */
 } cmx_stat;
 extern cmx_stat cmx_stats[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET];
+void cmx_energy_flush(void);          /* shares out the energy read since the last share (router.c) */
+int cmx_nvml_energy(uint64_t *mj); /* this process's GPU's energy counter, millijoules; 0 when NVML has none */
 extern int32_t cmx_stat_rule[CMX_NCOLL][CMX_NBACKEND][CMX_NBUCKET]; /* rule index + 1 that routed the cell's calls */
 /* At finalize each rank sends rank 0 its host name in CMX_HOSTLEN bytes
  * (NUL-padded), then {calls, bytes, ns} of each cell with calls on any rank */
