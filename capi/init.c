@@ -43,6 +43,7 @@ static void init_once_fn(void)
 	} else {
 		collmux_go_init(&cmx_cfg, cmx_abi.abi, &(*cmx_route_table)[0][0][0][0]);
 		cmx_cuda_load();
+		cmx_nvtx_load();
 	}
 	cmx_set_fast_paths();
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);

@@ -547,6 +547,12 @@ void cmx_trace_start(void); /* MPI_Init, every rank: the buffer and the shared i
 void cmx_trace_add(const cmx_args *a, int backend, int64_t bytes, uint64_t t0, uint64_t t1, int rc);
 void cmx_trace_write(void); /* the finalize hook: this rank's file */
 
+/* ---- NVTX ranges (dispatch/nvtx.c), for Nsight Systems ---- */
+void cmx_nvtx_load(void); /* at start-up: the tool named by NVTX_INJECTION64_PATH, if any */
+extern int cmx_nvtx_on;   /* a tool took the ranges: the router pushes one per backend it tries */
+void cmx_nvtx_push(const cmx_args *a, int backend, int64_t bytes); /* bytes < 0: not known */
+void cmx_nvtx_pop(void);
+
 #include "goexports.h"
 
 /* ---- statistics ---- */
