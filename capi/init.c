@@ -158,6 +158,7 @@ int cmx_mpi_setup(void)
 		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
 		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);
 		learn_rank();
+		cmx_mpi_probe(); /* before any call is routed: it changes how datatypes decode */
 		__atomic_store_n(&cmx_state.mpi_set, 1, __ATOMIC_RELEASE);
 		ok = 1;
 	}

@@ -203,6 +203,70 @@ static void detect_abi(void)
 	cmx_abi.op_max = predef_by_name(cmx_predef_ops, "MPI_MAX");
 }
 
+/* ---- character types the MPI reduces ---- */
+
+/* The standard lets no reduction take MPI_CHAR or MPI_WCHAR (characters,
+ * not numbers), but an MPI may: Open MPI 4.1 and MPICH 4.0 sum, multiply
+ * and compare MPI_CHAR as the platform's char. Programs rely on it (OSU's
+ * micro-benchmarks reduce MPI_CHAR by default), and the device paths
+ * would stage such calls through the host. So each character type is
+ * tried once on host bytes with MPI_Reduce_local: one the MPI reduces
+ * with sum, prod, min and max (every op a device path runs) is decoded
+ * from then on as the integer of its size the MPI computes with, signed
+ * when the max of -1 and 1 is 1. Every rank asks the same MPI and so
+ * decodes alike, as routing needs. One the MPI refuses stays a character:
+ * its reductions still reach the MPI, which reports them. The MPI raises
+ * Reduce_local's errors on MPI_COMM_WORLD or MPI_COMM_SELF: both get an
+ * error handler that returns for the probe, then their own back (the
+ * probe runs as MPI_Init returns, before the program can call MPI). */
+static void errh_return(cmx_h *comm, int *code, ...) { (void)comm, (void)code; }
+
+/* the integer kind an element of size bytes reduces as; -1 for none */
+static int reduce_kind(cmx_h type, int size)
+{
+	const char *ops[] = {"MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX"}; /* the last decides the sign */
+	int lg = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
+	int (*reduce_local)(const void *, void *, int, cmx_h, cmx_h) = (int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL];
+	unsigned char in[8], inout[8];
+	if (lg < 0 || !reduce_local)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		cmx_h op = predef_by_name(cmx_predef_ops, ops[i]);
+		memset(in, 0xff, sizeof in); /* -1, or the largest unsigned value */
+		memset(inout, 0, sizeof inout);
+		inout[0] = 1; /* 1 (little-endian) */
+		if (!op || reduce_local(in, inout, 1, type, op) != 0)
+			return -1;
+	}
+	return CMX_KIND_INT8 + 2 * lg + (inout[0] != 1); /* max(-1, 1) is 1 where signed */
+}
+
+void cmx_mpi_probe(void)
+{
+	cmx_h world = cmx_abi.comm_world, self = cmx_abi.comm_self, mine = 0, old_w = 0, old_s = 0;
+	if (!cmx_px.Comm_create_errhandler || cmx_px.Comm_create_errhandler(errh_return, &mine) != 0)
+		return;
+	mine = cmx_norm(mine);
+	if (cmx_px.Comm_get_errhandler(world, &old_w) == 0 && cmx_px.Comm_get_errhandler(self, &old_s) == 0 &&
+	    cmx_px.Comm_set_errhandler(world, mine) == 0 && cmx_px.Comm_set_errhandler(self, mine) == 0)
+		for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
+			cmx_h h = p->kind == CMX_KIND_CHAR ? predef_handle(p) : 0;
+			int kind = h ? reduce_kind(h, p->size) : -1;
+			if (kind >= 0) {
+				hput(dt_hash, h, (uint8_t)kind, p->size);
+				cmx_log(CMX_LOG_DEBUG, "the MPI reduces %s: it is taken as a %d-bit %s integer", p->name, 8 * p->size,
+					kind % 2 ? "signed" : "unsigned");
+			}
+		}
+	/* the references Comm_get_errhandler gave are kept, not freed: they
+	 * are the MPI's predefined handlers or the program's, set again */
+	if (old_w)
+		cmx_px.Comm_set_errhandler(world, cmx_norm(old_w));
+	if (old_s)
+		cmx_px.Comm_set_errhandler(self, cmx_norm(old_s));
+	cmx_px.Errhandler_free(&mine);
+}
+
 #define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
 
 static void resolve_pmpi(void)
@@ -267,6 +331,10 @@ static void resolve_pmpi(void)
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
+	RESOLVE(Comm_create_errhandler);
+	RESOLVE(Comm_get_errhandler);
+	RESOLVE(Comm_set_errhandler);
+	RESOLVE(Errhandler_free);
 	/* the base (int-count) functions exist in every MPI collmux supports,
 	 * except the MPI-4 persistent collectives, which collmux provides */
 	for (int i = 0; i < CMX_NFN; i += 2)

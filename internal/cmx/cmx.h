@@ -194,9 +194,17 @@ typedef struct {
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
 	cmx_h (*Op_f2c)(int);
+	/* error handlers, for asking the MPI what it accepts (cmx_mpi_probe) */
+	int (*Comm_create_errhandler)(void (*)(cmx_h *, int *, ...), cmx_h *);
+	int (*Comm_get_errhandler)(cmx_h, cmx_h *);
+	int (*Comm_set_errhandler)(cmx_h, cmx_h);
+	int (*Errhandler_free)(cmx_h *);
 } cmx_pmpi_extra_t;
 extern cmx_pmpi_extra_t cmx_px;
 
+/* Once MPI is initialised, before any call is routed: what the MPI
+ * accepts beyond the standard (character types it reduces as integers). */
+void cmx_mpi_probe(void);
 /* Decodes a predefined datatype: returns 1 and fills kind/size, or 0. */
 int cmx_dtype_info(cmx_h dtype, int *kind, int *size);
 /* Decodes a predefined op into CMX_OP_*; CMX_OP_USER when not predefined. */
