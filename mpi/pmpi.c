@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "cmx.h"
 
@@ -207,64 +208,59 @@ static void detect_abi(void)
 
 /* The standard lets no reduction take MPI_CHAR or MPI_WCHAR (characters,
  * not numbers), but an MPI may: Open MPI 4.1 and MPICH 4.0 sum, multiply
- * and compare MPI_CHAR as the platform's char. Programs rely on it (OSU's
+ * and compare MPI_CHAR as C's char. Programs rely on it (OSU's
  * micro-benchmarks reduce MPI_CHAR by default), and the device paths
  * would stage such calls through the host. So each character type is
- * tried once on host bytes with MPI_Reduce_local: one the MPI reduces
- * with sum, prod, min and max (every op a device path runs) is decoded
- * from then on as the integer of its size the MPI computes with, signed
- * when the max of -1 and 1 is 1. Every rank asks the same MPI and so
- * decodes alike, as routing needs. One the MPI refuses stays a character:
- * its reductions still reach the MPI, which reports them. The MPI raises
- * Reduce_local's errors on MPI_COMM_WORLD or MPI_COMM_SELF: both get an
- * error handler that returns for the probe, then their own back (the
- * probe runs as MPI_Init returns, before the program can call MPI). */
+ * offered once to an MPI_Reduce on a duplicate of MPI_COMM_SELF with an
+ * error handler that returns: one the MPI reduces with sum, prod, min and
+ * max (every op a device path runs) is decoded from then on as the
+ * integer of its size, signed as the platform's char or wchar_t is (the
+ * MPI, built for the same platform, computes with those). Every rank asks
+ * the same MPI and so decodes alike, as routing needs. One the MPI
+ * refuses stays a character: its reductions still reach the MPI, which
+ * reports them. The program's handlers are left alone: MPI_Reduce_local,
+ * which would combine two values, raises its errors on MPI_COMM_WORLD or
+ * MPI_COMM_SELF, and setting a handler there and back is not the same as
+ * leaving it (MPICH sends the errors of a communicator never given one to
+ * MPI_COMM_WORLD's). */
 static void errh_return(cmx_h *comm, int *code, ...) { (void)comm, (void)code; }
 
-/* the integer kind an element of size bytes reduces as; -1 for none */
-static int reduce_kind(cmx_h type, int size)
+/* the integer kind a character type of size bytes reduces as on the
+ * communicator comm (of this rank alone); -1 for none */
+static int reduce_kind(cmx_h comm, cmx_h type, int size)
 {
-	const char *ops[] = {"MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX"}; /* the last decides the sign */
-	int lg = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
-	int (*reduce_local)(const void *, void *, int, cmx_h, cmx_h) = (int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL];
-	unsigned char in[8], inout[8];
-	if (lg < 0 || !reduce_local)
+	const char *ops[] = {"MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX"};
+	const int sign = size == 1 ? (char)-1 < 0 : (wchar_t)-1 < 0;
+	uint64_t in = 1, out = 0;
+	if (size != 1 && size != (int)sizeof(wchar_t)) /* a character type of another size: its sign is unknown */
 		return -1;
 	for (int i = 0; i < 4; i++) {
 		cmx_h op = predef_by_name(cmx_predef_ops, ops[i]);
-		memset(in, 0xff, sizeof in); /* -1, or the largest unsigned value */
-		memset(inout, 0, sizeof inout);
-		inout[0] = 1; /* 1 (little-endian) */
-		if (!op || reduce_local(in, inout, 1, type, op) != 0)
+		if (!op || cmx_px.Reduce(&in, &out, 1, type, op, 0, comm) != 0)
 			return -1;
 	}
-	return CMX_KIND_INT8 + 2 * lg + (inout[0] != 1); /* max(-1, 1) is 1 where signed */
+	return CMX_KIND_INT8 + 2 * (size == 1 ? 0 : 2) + !sign; /* kinds: int8, uint8, int16, uint16, int32, ... */
 }
 
 void cmx_mpi_probe(void)
 {
-	cmx_h world = cmx_abi.comm_world, self = cmx_abi.comm_self, mine = 0, old_w = 0, old_s = 0;
-	if (!cmx_px.Comm_create_errhandler || cmx_px.Comm_create_errhandler(errh_return, &mine) != 0)
+	cmx_h self = 0, mine = 0;
+	if (!cmx_px.Comm_dup || cmx_px.Comm_dup(cmx_abi.comm_self, &self) != 0)
 		return;
-	mine = cmx_norm(mine);
-	if (cmx_px.Comm_get_errhandler(world, &old_w) == 0 && cmx_px.Comm_get_errhandler(self, &old_s) == 0 &&
-	    cmx_px.Comm_set_errhandler(world, mine) == 0 && cmx_px.Comm_set_errhandler(self, mine) == 0)
+	self = cmx_norm(self);
+	if (cmx_px.Comm_create_errhandler(errh_return, &mine) == 0 && cmx_px.Comm_set_errhandler(self, cmx_norm(mine)) == 0)
 		for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
 			cmx_h h = p->kind == CMX_KIND_CHAR ? predef_handle(p) : 0;
-			int kind = h ? reduce_kind(h, p->size) : -1;
+			int kind = h ? reduce_kind(self, h, p->size) : -1;
 			if (kind >= 0) {
 				hput(dt_hash, h, (uint8_t)kind, p->size);
 				cmx_log(CMX_LOG_DEBUG, "the MPI reduces %s: it is taken as a %d-bit %s integer", p->name, 8 * p->size,
 					kind % 2 ? "signed" : "unsigned");
 			}
 		}
-	/* the references Comm_get_errhandler gave are kept, not freed: they
-	 * are the MPI's predefined handlers or the program's, set again */
-	if (old_w)
-		cmx_px.Comm_set_errhandler(world, cmx_norm(old_w));
-	if (old_s)
-		cmx_px.Comm_set_errhandler(self, cmx_norm(old_s));
-	cmx_px.Errhandler_free(&mine);
+	if (mine)
+		cmx_px.Errhandler_free(&mine);
+	cmx_px.Comm_free(&self);
 }
 
 #define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
@@ -331,8 +327,9 @@ static void resolve_pmpi(void)
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
+	RESOLVE(Comm_dup);
+	RESOLVE(Comm_free);
 	RESOLVE(Comm_create_errhandler);
-	RESOLVE(Comm_get_errhandler);
 	RESOLVE(Comm_set_errhandler);
 	RESOLVE(Errhandler_free);
 	/* the base (int-count) functions exist in every MPI collmux supports,

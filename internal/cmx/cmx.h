@@ -194,9 +194,11 @@ typedef struct {
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
 	cmx_h (*Op_f2c)(int);
-	/* error handlers, for asking the MPI what it accepts (cmx_mpi_probe) */
+	/* a communicator of its own and an error handler, for asking the MPI
+	 * what it accepts (cmx_mpi_probe) */
+	int (*Comm_dup)(cmx_h, cmx_h *);
+	int (*Comm_free)(cmx_h *);
 	int (*Comm_create_errhandler)(void (*)(cmx_h *, int *, ...), cmx_h *);
-	int (*Comm_get_errhandler)(cmx_h, cmx_h *);
 	int (*Comm_set_errhandler)(cmx_h, cmx_h);
 	int (*Errhandler_free)(cmx_h *);
 } cmx_pmpi_extra_t;
