@@ -43,6 +43,7 @@ static void init_once_fn(void)
 	} else {
 		collmux_go_init(&cmx_cfg, cmx_abi.abi, (cmx_routes *)cmx_route_table);
 		cmx_cuda_load();
+		cmx_nvtx_load();
 	}
 	cmx_set_fast_paths();
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
@@ -159,6 +160,7 @@ int cmx_mpi_setup(void)
 		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
 		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);
 		learn_rank();
+		cmx_mpi_probe(); /* before any call is routed: it changes how datatypes decode */
 		__atomic_store_n(&cmx_state.mpi_set, 1, __ATOMIC_RELEASE);
 		ok = 1;
 	}

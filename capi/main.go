@@ -433,6 +433,9 @@ func collmux_go_started(ranks C.int) {
 	if config.Trace != "" {
 		out += "; timelines to " + config.Trace + ".<rank>.json"
 	}
+	if C.cmx_nvtx_on != 0 {
+		out += "; NVTX ranges to " + os.Getenv("NVTX_INJECTION64_PATH")
+	}
 	logf("collmux %s on %d ranks; MPI ABI %v (%s); %s; rules: %s; %s",
 		C.GoString(C.collmux_version()), int(ranks), abi, lib, gpu, config.RulesOrigin(), out)
 }

@@ -357,13 +357,27 @@ static const backend backends[] = {
 #define NBACKENDS ((int)(sizeof backends / sizeof backends[0]))
 _Static_assert(NBACKENDS == (int)CMX_NBACKEND, "every backend has a place in the fallback order");
 
+/* One backend's try at a call; while an NVTX tool listens, inside a
+ * range named after the call, its bytes and the backend. A backend that
+ * declines thus shows as a range of its own (a sliver, unless it spent
+ * time setting up) before the one that took the call. */
+static int attempt(const backend *b, cmx_comm *c, const cmx_args *a, int *rc)
+{
+	if (CMX_LIKELY(!cmx_nvtx_on))
+		return b->run(c, a, rc);
+	cmx_nvtx_push(a, b->id, call_bytes(a, c, a->mem != CMX_MEM_HOST)); /* host calls' handles: see route_bytes */
+	int took = b->run(c, a, rc);
+	cmx_nvtx_pop();
+	return took;
+}
+
 static int run(cmx_comm *c, const cmx_args *a, int wanted, int *used)
 {
 	int i = 0, rc = 0;
 	while (i < NBACKENDS - 1 && backends[i].id != wanted)
 		i++;
 	for (;; i++)
-		if (backends[i].run(c, a, &rc))
+		if (attempt(&backends[i], c, a, &rc))
 			return *used = backends[i].id, rc;
 }
 
@@ -430,7 +444,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
 	if (c && !cmx_host_readable(a->mem) && !acceptable(a, c))
-		return *used = CMX_BACKEND_MPI, cmx_forward(a);
+		return run(c, a, CMX_BACKEND_MPI, used);
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
 		const cmx_route *r = pick(c, a, *bytes);
@@ -450,14 +464,11 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 static int solo(cmx_args *a, int *used)
 {
 	a->mem = call_mem(a, NULL);
-	int rc = 0;
 	if (cmx_host_readable(a->mem))
-		return cmx_forward(a);
+		return run(NULL, a, CMX_BACKEND_MPI, used);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);
-	if (cmx_staged_run(NULL, a, &rc))
-		return *used = CMX_BACKEND_STAGED, rc;
-	return cmx_forward(a);
+	return run(NULL, a, CMX_BACKEND_STAGED, used);
 }
 
 int cmx_dispatch(cmx_args *a)

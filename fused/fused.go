@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"collmux/internal/privfile"
 )
 
 //go:embed kernels.cu
@@ -99,12 +100,12 @@ func LoadAOT(dirs []string, arch int) ([]byte, string) {
 		if err != nil {
 			continue // none there: built without nvcc
 		}
-		if err := trusted(d, fi, true, true); err != nil {
+		if err := privfile.Trusted(d, fi, true, true); err != nil {
 			warnf("the fused kernels compiled ahead of time are not used: %v", err)
 			continue
 		}
 		p := filepath.Join(d, AOTName(arch))
-		b, err := readTrusted(p, true)
+		b, err := privfile.ReadTrusted(p, true)
 		if err == nil && len(b) > 0 {
 			return b, p
 		}
@@ -183,7 +184,7 @@ func Load(dir, key string, compile func() ([]byte, error)) ([]byte, Outcome, err
 	if dir == "" {
 		return private()
 	}
-	if err := privateDir(dir); err != nil {
+	if err := privfile.PrivateDir(dir); err != nil {
 		warnf("the fused kernels are compiled without a cache: %v", err)
 		return private()
 	}
@@ -219,7 +220,7 @@ func Load(dir, key string, compile func() ([]byte, error)) ([]byte, Outcome, err
 // driver refused to load, so that the next Load compiles it again. An
 // image that another rank has put there since is left alone.
 func Reject(dir, key string, img []byte) {
-	if dir == "" || privateDir(dir) != nil {
+	if dir == "" || privfile.PrivateDir(dir) != nil {
 		return
 	}
 	c := cache{dir, key}
@@ -228,7 +229,7 @@ func Reject(dir, key string, img []byte) {
 		return
 	}
 	defer lock.Close()
-	if cur, err := readTrusted(c.path(".cubin"), false); err == nil && bytes.Equal(cur, img) {
+	if cur, err := privfile.ReadTrusted(c.path(".cubin"), false); err == nil && bytes.Equal(cur, img) {
 		c.remove()
 	}
 }
@@ -243,11 +244,11 @@ func (c cache) path(ext string) string { return filepath.Join(c.dir, c.key+ext) 
 // error wrapping fs.ErrNotExist where either is missing (not compiled yet,
 // or by a collmux that kept no digest).
 func (c cache) read() ([]byte, error) {
-	img, err := readTrusted(c.path(".cubin"), false)
+	img, err := privfile.ReadTrusted(c.path(".cubin"), false)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := readTrusted(c.path(".sha256"), false)
+	sum, err := privfile.ReadTrusted(c.path(".sha256"), false)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +302,7 @@ func (c cache) lock() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := f.Stat(); err != nil || trusted(p, fi, false, false) != nil {
+	if fi, err := f.Stat(); err != nil || privfile.Trusted(p, fi, false, false) != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a lock file of this user's", p)
 	}
@@ -322,76 +323,4 @@ func (c cache) lock() (*os.File, error) {
 		}
 		time.Sleep(min(left, 50*time.Millisecond))
 	}
-}
-
-// privateDir makes dir (0700, and any missing parents) and checks that it
-// is the user's alone: a directory, not a symbolic link, owned by the
-// effective uid. A directory of the user's that others may enter (older
-// collmux made it 0755) is closed to them.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if err := owned(dir, fi, true, false); err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return os.Chmod(dir, 0o700)
-	}
-	return nil
-}
-
-// owned checks what Lstat or Fstat said of path: a directory (dir) or a
-// regular file, owned by the effective uid, or by root where rootOK.
-func owned(path string, fi fs.FileInfo, dir, rootOK bool) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link", path)
-	case dir && !fi.IsDir():
-		return fmt.Errorf("%s is not a directory", path)
-	case !dir && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file", path)
-	case !ok:
-		return fmt.Errorf("%s: owner unknown", path)
-	case int(st.Uid) != os.Geteuid() && !(rootOK && st.Uid == 0):
-		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d)", path, st.Uid, os.Geteuid())
-	}
-	return nil
-}
-
-// trusted is owned, and writable by neither group nor others.
-func trusted(path string, fi fs.FileInfo, dir, rootOK bool) error {
-	if err := owned(path, fi, dir, rootOK); err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s is writable by others (mode %04o)", path, fi.Mode().Perm())
-	}
-	return nil
-}
-
-// readTrusted reads the file at path, opened without following a symbolic
-// link, if trusted accepts the file opened.
-func readTrusted(path string, rootOK bool) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s is a symbolic link", path)
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := trusted(path, fi, false, rootOK); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,6 +153,37 @@ func TestServes(t *testing.T) {
 	} {
 		if got := Serves(tc.b, tc.c, tc.bytes, tc.ranks); got != tc.want {
 			t.Errorf("Serves(%s, %s, %d, %d) = %v", tc.b, tc.c, tc.bytes, tc.ranks, got)
+		}
+	}
+}
+
+// The element types are numbered twice: host.c's T_* enum (what a job's
+// code carries) and the cases of the kernel's switch (run in kernels.cu).
+// Each number must name the same C type on both sides, or a reduction
+// would run on the wrong type.
+func TestElementTypeOrder(t *testing.T) {
+	host, err := os.ReadFile("host.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := regexp.MustCompile(`enum \{ (T_F32[^}]*) \};`).FindSubmatch(host)
+	if enum == nil {
+		t.Fatal("host.c: no enum of T_* element types")
+	}
+	ctype := map[string]string{"T_F32": "float", "T_F64": "double", "T_I32": "int", "T_U32": "unsigned", "T_I64": "long long",
+		"T_U64": "unsigned long long", "T_F16": "f16", "T_BF16": "bf16", "T_I16": "short", "T_U16": "unsigned short",
+		"T_I8": "signed char", "T_U8": "unsigned char"}
+	cases := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?:PLAIN|HALF)\((\d+), ([a-z0-9 ]+)\)`).FindAllStringSubmatch(Source, -1) {
+		cases[m[1]] = m[2]
+	}
+	names := strings.Split(string(enum[1]), ", ")
+	if len(names) != len(cases) {
+		t.Errorf("host.c has %d element types, the kernel's switch %d", len(names), len(cases))
+	}
+	for i, n := range names {
+		if want, ok := ctype[n]; !ok || cases[fmt.Sprint(i)] != want {
+			t.Errorf("type %d: host.c's %s (%q), the kernel's case %q", i, n, want, cases[fmt.Sprint(i)])
 		}
 	}
 }

@@ -72,7 +72,7 @@ struct cmx_fused {
 
 /* ---- the module: compiled once per process ---- */
 /* element types in the order of the kernel's switch (run in kernels.cu) */
-enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16 };
+enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16, T_I16, T_U16, T_I8, T_U8 };
 static void *module, *fn_ring;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
@@ -132,6 +132,10 @@ static int type_of(int kind)
 	case CMX_KIND_UINT64: return T_U64;
 	case CMX_KIND_FLOAT16: return T_F16;
 	case CMX_KIND_BFLOAT16: return T_BF16;
+	case CMX_KIND_INT16: return T_I16;
+	case CMX_KIND_UINT16: return T_U16;
+	case CMX_KIND_INT8: return T_I8;
+	case CMX_KIND_UINT8: return T_U8;
 	}
 	return -1;
 }

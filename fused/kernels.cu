@@ -170,7 +170,7 @@ __device__ __forceinline__ void move(const Peers &P, const Call &C, const char *
 
 // ---- all-reduce, one shot: every rank reduces all slots in rank order ----
 template <typename T> struct Sum {
-	__device__ static T f(T a, T b) { return a + b; }
+	__device__ static T f(T a, T b) { return (T)(a + b); } // 8- and 16-bit integers add as int and wrap back, as in C (and MPI)
 };
 template <typename T> struct Min {
 	__device__ static T f(T a, T b) { return b < a ? b : a; }
@@ -596,9 +596,10 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 			move(P, C, in, out, J.n, J.code >> 8, J.nb);
 		return;
 	}
-	switch (J.code >> 8) { // type * 3 + op, types in the order of capi/fused.c
+	switch (J.code >> 8) { // type * 3 + op, types in the order of fused/host.c
 		PLAIN(0, float) PLAIN(1, double) PLAIN(2, int) PLAIN(3, unsigned)
 		PLAIN(4, long long) PLAIN(5, unsigned long long) HALF(6, f16) HALF(7, bf16)
+		PLAIN(8, short) PLAIN(9, unsigned short) PLAIN(10, signed char) PLAIN(11, unsigned char)
 	}
 }
 

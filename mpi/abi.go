@@ -58,7 +58,7 @@ const (
 	KindLongDouble
 	KindBool // MPI_C_BOOL: logical ops only
 	KindByte // MPI_BYTE: bitwise ops only
-	KindChar // MPI_CHAR, MPI_WCHAR: no reduction ops at all
+	KindChar // MPI_CHAR, MPI_WCHAR: no reduction ops in the standard (one the MPI reduces anyway is decoded as an integer at run time: cmx_mpi_probe)
 	KindPair // value/index pairs (MPI_DOUBLE_INT, ...): MINLOC/MAXLOC only
 	kindCount
 )

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "cmx.h"
 
@@ -205,6 +206,65 @@ static void detect_abi(void)
 	cmx_abi.op_max = predef_by_name(cmx_predef_ops, "MPI_MAX");
 }
 
+/* ---- character types the MPI reduces ---- */
+
+/* The standard lets no reduction take MPI_CHAR or MPI_WCHAR (characters,
+ * not numbers), but an MPI may: Open MPI 4.1 and MPICH 4.0 sum, multiply
+ * and compare MPI_CHAR as C's char. Programs rely on it (OSU's
+ * micro-benchmarks reduce MPI_CHAR by default), and the device paths
+ * would stage such calls through the host. So each character type is
+ * offered once to an MPI_Reduce on a duplicate of MPI_COMM_SELF with an
+ * error handler that returns: one the MPI reduces with sum, prod, min and
+ * max (every op a device path runs) is decoded from then on as the
+ * integer of its size, signed as the platform's char or wchar_t is (the
+ * MPI, built for the same platform, computes with those). Every rank asks
+ * the same MPI and so decodes alike, as routing needs. One the MPI
+ * refuses stays a character: its reductions still reach the MPI, which
+ * reports them. The program's handlers are left alone: MPI_Reduce_local,
+ * which would combine two values, raises its errors on MPI_COMM_WORLD or
+ * MPI_COMM_SELF, and setting a handler there and back is not the same as
+ * leaving it (MPICH sends the errors of a communicator never given one to
+ * MPI_COMM_WORLD's). */
+static void errh_return(cmx_h *comm, int *code, ...) { (void)comm, (void)code; }
+
+/* the integer kind a character type of size bytes reduces as on the
+ * communicator comm (of this rank alone); -1 for none */
+static int reduce_kind(cmx_h comm, cmx_h type, int size)
+{
+	const char *ops[] = {"MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX"};
+	const int sign = size == 1 ? (char)-1 < 0 : (wchar_t)-1 < 0;
+	uint64_t in = 1, out = 0;
+	if (size != 1 && size != (int)sizeof(wchar_t)) /* a character type of another size: its sign is unknown */
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		cmx_h op = predef_by_name(cmx_predef_ops, ops[i]);
+		if (!op || cmx_px.Reduce(&in, &out, 1, type, op, 0, comm) != 0)
+			return -1;
+	}
+	return CMX_KIND_INT8 + 2 * (size == 1 ? 0 : 2) + !sign; /* kinds: int8, uint8, int16, uint16, int32, ... */
+}
+
+void cmx_mpi_probe(void)
+{
+	cmx_h self = 0, mine = 0;
+	if (!cmx_px.Comm_dup || cmx_px.Comm_dup(cmx_abi.comm_self, &self) != 0)
+		return;
+	self = cmx_norm(self);
+	if (cmx_px.Comm_create_errhandler(errh_return, &mine) == 0 && cmx_px.Comm_set_errhandler(self, cmx_norm(mine)) == 0)
+		for (const cmx_predef *p = cmx_predef_dtypes; p->name; p++) {
+			cmx_h h = p->kind == CMX_KIND_CHAR ? predef_handle(p) : 0;
+			int kind = h ? reduce_kind(self, h, p->size) : -1;
+			if (kind >= 0) {
+				hput(dt_hash, h, (uint8_t)kind, p->size);
+				cmx_log(CMX_LOG_DEBUG, "the MPI reduces %s: it is taken as a %d-bit %s integer", p->name, 8 * p->size,
+					kind % 2 ? "signed" : "unsigned");
+			}
+		}
+	if (mine)
+		cmx_px.Errhandler_free(&mine);
+	cmx_px.Comm_free(&self);
+}
+
 #define RESOLVE(field) (*(void **)&cmx_px.field = dlsym(mpi_lib, "PMPI_" #field))
 
 static void resolve_pmpi(void)
@@ -273,6 +333,11 @@ static void resolve_pmpi(void)
 	RESOLVE(Comm_dup_with_info);
 	RESOLVE(Info_get);
 	RESOLVE(Info_get_string);
+	RESOLVE(Comm_dup);
+	RESOLVE(Comm_free);
+	RESOLVE(Comm_create_errhandler);
+	RESOLVE(Comm_set_errhandler);
+	RESOLVE(Errhandler_free);
 	/* the base (int-count) functions exist in every MPI collmux supports,
 	 * except the MPI-4 persistent collectives, which collmux provides */
 	for (int i = 0; i < CMX_NFN; i += 2)

@@ -11,33 +11,37 @@ import (
 )
 
 var (
-	fakeOnce sync.Once
-	fakeDir  string
-	fakeErr  error
+	stubMu   sync.Mutex
+	stubDirs = map[string]string{}
 )
 
-// fakeCUDA builds tests/fakecuda into libcuda.so.1 (once per run) and
-// returns its folder: a stand-in for the CUDA driver whose "device memory"
-// the host cannot touch (tests/fakecuda/fakecuda.c), so that the CPU
-// suite runs collmux's device-buffer logic against real MPIs. Real CUDA
-// and the NCCL and fused paths are tested on the GPU machine
-// (scripts/gpu-test.sh).
-func fakeCUDA(t *testing.T) string {
+// stubLib builds tests/<name>/<name>.c into a shared library called
+// soname, once per run, and returns its folder.
+func stubLib(t *testing.T, name, soname string) string {
 	t.Helper()
-	fakeOnce.Do(func() {
-		if fakeDir, fakeErr = os.MkdirTemp("", "collmux-fakecuda-"); fakeErr != nil {
-			return
-		}
-		src := filepath.Join(repoRoot(), "tests", "fakecuda", "fakecuda.c")
-		if out, err := exec.Command("cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(fakeDir, "libcuda.so.1"), src).CombinedOutput(); err != nil {
-			fakeErr = fmt.Errorf("building the CUDA stand-in: %v: %s", err, out)
-		}
-	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
+	stubMu.Lock()
+	defer stubMu.Unlock()
+	if d, ok := stubDirs[name]; ok {
+		return d
 	}
-	return fakeDir
+	d, err := os.MkdirTemp("", "collmux-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(repoRoot(), "tests", name, name+".c")
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(d, soname), src).CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v: %s", soname, err, out)
+	}
+	stubDirs[name] = d
+	return d
 }
+
+// fakeCUDA builds tests/fakecuda into libcuda.so.1 and returns its folder:
+// a stand-in for the CUDA driver whose "device memory" the host cannot
+// touch (tests/fakecuda/fakecuda.c), so that the CPU suite runs collmux's
+// device-buffer logic against real MPIs. Real CUDA and the NCCL and fused
+// paths are tested on the GPU machine (scripts/gpu-test.sh).
+func fakeCUDA(t *testing.T) string { return stubLib(t, "fakecuda", "libcuda.so.1") }
 
 // deviceProgram builds a test program in its -DCOLLTEST_CUDA form (every
 // buffer in device memory) against the stand-in.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,14 +15,7 @@ import (
 // SONAME link and the plain one), header, CMake package and pkg-config
 // file, and a C program can build against each and run.
 func TestInstalledPackage(t *testing.T) {
-	build := filepath.Join(repoRoot(), "build")
-	if _, err := os.Stat(filepath.Join(build, "CMakeCache.txt")); err != nil {
-		t.Skip("skipped: build/ is not a CMake build (run make build)")
-	}
-	prefix := t.TempDir()
-	if out, err := exec.Command("cmake", "--install", build, "--prefix", prefix).CombinedOutput(); err != nil {
-		t.Fatalf("cmake --install: %v\n%s", err, out)
-	}
+	prefix := installTree(t)
 	v := projectVersion(t)
 	for _, f := range []string{"lib/libcollmux.so." + v, "include/collmux.h", "lib/cmake/collmux/collmuxConfig.cmake", "lib/pkgconfig/collmux.pc", "bin/collmux"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
@@ -75,6 +69,86 @@ target_link_libraries(use collmux::collmux)
 	}
 	if out, err := exec.Command(filepath.Join(bdir, "use")).CombinedOutput(); err != nil || !strings.Contains(string(out), "collmux "+v) {
 		t.Fatalf("program built with find_package: %v\n%s", err, out)
+	}
+}
+
+// installTree installs build/ under a fresh prefix, as `make install
+// PREFIX=...` does, and returns the prefix.
+func installTree(t *testing.T) string {
+	t.Helper()
+	build := filepath.Join(repoRoot(), "build")
+	if _, err := os.Stat(filepath.Join(build, "CMakeCache.txt")); err != nil {
+		t.Skip("skipped: build/ is not a CMake build (run make build)")
+	}
+	prefix := t.TempDir()
+	if out, err := exec.Command("cmake", "--install", build, "--prefix", prefix).CombinedOutput(); err != nil {
+		t.Fatalf("cmake --install: %v\n%s", err, out)
+	}
+	return prefix
+}
+
+// `collmux tune` and `check` from an installed tree, run elsewhere than
+// the source tree: they preload the installation's library and build the
+// benchmark from the source installed with the tool, once, with the MPI's
+// compiler wrapper, into a private (0700) folder of the user's cache. Here
+// the wrapper is a stand-in that records its arguments and "builds" a
+// script that prints a run recorded on 2 x H200, so check runs it under
+// the real launcher; --dry-run prints the build and the launch and builds
+// nothing.
+func TestInstalledTune(t *testing.T) {
+	prefix := installTree(t)
+	m := impls(t)[0]
+	tool := filepath.Join(prefix, "bin", "collmux")
+	work, home := t.TempDir(), t.TempDir()
+	cache := filepath.Join(home, "cache", "collmux", "bench")
+	data := filepath.Join(repoRoot(), "tune", "testdata", "h200x2-resident")
+	calls := filepath.Join(work, "mpicc-calls")
+	mpicc := filepath.Join(work, "mpicc")
+	os.WriteFile(mpicc, []byte(`#!/bin/sh
+echo "$@" >> `+calls+`
+while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done
+printf '#!/bin/sh\n[ "${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" = 0 ] && cat %s\nexit 0\n' '`+filepath.Join(data, "policies.csv")+`' > "$out"
+`), 0o755)
+	collmux := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tool, append(args, "--np", "2", "--mpirun", m.mpirun, "--mpicc", mpicc, "--max-bytes", "16M",
+			"--backends", "nccl,fused,staged")...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(home, "cache"), "COLLMUX_LIB=",
+			"OMPI_MCA_rmaps_base_oversubscribe=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("collmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	table := filepath.Join(data, "tuning.json")
+	out := collmux("check", "--table", table, "--dry-run")
+	src := filepath.Join(prefix, "share", "collmux", "bench", "gpu_bench.c")
+	build := regexp.MustCompile(`(?m)^# ` + regexp.QuoteMeta(mpicc) + ` .* ` + regexp.QuoteMeta(src) + ` .*-o (` + regexp.QuoteMeta(cache) + `/gpu_bench-[0-9a-f]{24})$`).FindStringSubmatch(out)
+	if build == nil || !strings.Contains(out, "LD_PRELOAD="+filepath.Join(prefix, "lib", "libcollmux.so")) ||
+		!strings.Contains(out, " "+build[1]+" 16777216 tuned=@") {
+		t.Fatalf("check --dry-run from the installed tree:\n%s", out)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Errorf("--dry-run made %s", cache)
+	}
+	// the library would start a Go runtime in the stand-in's shells: a
+	// name it does not find (ld.so only warns) keeps them plain
+	for i := 0; i < 2; i++ {
+		out = collmux("check", "--table", table, "--lib", "/nonexistent-collmux.so")
+		if !strings.Contains(out, "| allgather | 28 | 1.079 (16777216 B) |") {
+			t.Fatalf("check, run %d:\n%s", i, out)
+		}
+	}
+	b, _ := os.ReadFile(calls)
+	if n := strings.Count(string(b), "\n"); n != 1 || !strings.Contains(string(b), src) {
+		t.Errorf("the benchmark was built %d times, want once, from %s:\n%s", n, src, b)
+	}
+	for path, want := range map[string]os.FileMode{cache: 0o700 | os.ModeDir, build[1]: 0o700} {
+		if st, err := os.Lstat(path); err != nil || st.Mode() != want {
+			t.Errorf("%s: %v (%v), want %v", path, st.Mode(), err, want)
+		}
 	}
 }
 

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -87,39 +85,6 @@ func readNUMA(root string, gpus []nvlink.GPU) ([]NUMANode, map[string]int) {
 		}
 	}
 	return nodes, gpuNUMA
-}
-
-var ncclFile = regexp.MustCompile(`libnccl\.so\.(\d+\.\d+\.\d+)$`)
-
-// ncclVersion finds the NCCL collmux would load (COLLMUX_NCCL_LIB or the
-// system's libnccl.so.2) and reads its version from the file it points to.
-func ncclVersion() string {
-	candidates := []string{os.Getenv("COLLMUX_NCCL_LIB")}
-	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/cuda/lib64", "/usr/lib/aarch64-linux-gnu"} {
-		candidates = append(candidates, filepath.Join(dir, "libnccl.so.2"))
-	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if real, err := filepath.EvalSymlinks(c); err == nil {
-			if m := ncclFile.FindStringSubmatch(real); m != nil {
-				return m[1]
-			}
-			return filepath.Base(real)
-		}
-	}
-	return ""
-}
-
-// mpiVersion asks the MPI launcher on PATH.
-func mpiVersion() string {
-	out, err := exec.Command("mpirun", "--version").CombinedOutput()
-	if err != nil {
-		return ""
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return strings.TrimSpace(line)
 }
 
 // WriteTable prints the machine for people.

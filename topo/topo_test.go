@@ -72,3 +72,19 @@ func TestNUMA(t *testing.T) {
 		t.Errorf("without sysfs: %+v %v", m.NUMA, m.GPUNUMA)
 	}
 }
+
+// ncclGetVersion's numbers in both of NCCL's encodings.
+func TestNCCLCode(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want string
+	}{
+		{22803, "2.28.3"}, // since 2.9: major*10000 + minor*100 + patch
+		{20900, "2.9.0"},
+		{2708, "2.7.8"}, // before: major*1000 + minor*100 + patch
+	} {
+		if got := ncclCode(tc.code); got != tc.want {
+			t.Errorf("ncclCode(%d) = %q, want %q", tc.code, got, tc.want)
+		}
+	}
+}

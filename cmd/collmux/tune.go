@@ -24,6 +24,7 @@ import (
 type tuneOpts struct {
 	np                 int
 	mpirun, bench, lib string
+	mpicc, cuda, nccl  string // building the benchmark
 	backends           []string
 	maxBytes, stgMax   string
 	fusedMax           string
@@ -67,8 +68,11 @@ func benchFlags(c *cobra.Command, o *tuneOpts) {
 	f.StringVar(&o.mpirun, "mpirun", "mpirun", "MPI launcher, Open MPI's or MPICH's (as its --version tells)")
 	f.StringVar(&o.launcher, "launcher", "", launcherHelp)
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the command line that would run the benchmark, and stop")
-	f.StringVar(&o.bench, "bench", "", "the gpu_bench binary (build it with mpicc from bench/gpu_bench.c)")
-	f.StringVar(&o.lib, "lib", "build/libcollmux.so", "libcollmux.so to preload")
+	f.StringVar(&o.bench, "bench", "", "the gpu_bench binary (default: built at first use from the source installed with the tool, into the user's cache)")
+	f.StringVar(&o.mpicc, "mpicc", "", "the MPI compiler wrapper that builds the benchmark (default: the one beside --mpirun with its suffix, else mpicc)")
+	f.StringVar(&o.cuda, "cuda", cudaHome(), "the CUDA toolkit the benchmark is built against ($CUDA_HOME, $CUDA_PATH or /usr/local/cuda)")
+	f.StringVar(&o.nccl, "nccl", os.Getenv("NCCL_HOME"), "where NCCL's include and lib folders are, if not with CUDA or the system's ($NCCL_HOME)")
+	f.StringVar(&o.lib, "lib", "", "libcollmux.so to preload (default: $COLLMUX_LIB, else the one of the tool's installation or build tree)")
 	f.StringSliceVar(&o.backends, "backends", []string{"nccl", "fused", "staged"}, "backends to measure")
 	f.StringVar(&o.maxBytes, "max-bytes", "1G", "largest message")
 	f.StringVar(&o.stgMax, "staged-max-bytes", "64M", "largest message for the (slow) staged path")
@@ -180,15 +184,37 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 // --dry-run, measure prints that command line and returns errDryRun.
 func measure(c *cobra.Command, o tuneOpts, first []string, env ...string) ([]tune.Sample, error) {
 	log := c.ErrOrStderr()
-	if o.bench == "" {
-		return nil, fmt.Errorf("--bench is required to measure (or give --from-csv)")
-	}
 	if o.np < 1 {
 		return nil, fmt.Errorf("no GPU found; give --np")
 	}
-	lib, err := filepath.Abs(o.lib)
+	lib := o.lib
+	if lib == "" {
+		var tried []string
+		if lib, tried = findLib(os.Getenv); lib == "" {
+			return nil, fmt.Errorf("give --lib: libcollmux.so is not where the tool looks (%s)", strings.Join(tried, ", "))
+		}
+	}
+	lib, err := filepath.Abs(lib)
 	if err != nil {
 		return nil, err
+	}
+	if o.bench == "" {
+		if o.mpicc == "" {
+			o.mpicc = "mpicc"
+			if o.launcher == "" {
+				o.mpicc = mpiccFor(o.mpirun)
+			}
+		}
+		b, err := planBench(o)
+		if err != nil {
+			return nil, err
+		}
+		if o.dryRun {
+			fmt.Fprintln(c.OutOrStdout(), "# "+shellQuote(b.argv))
+		} else if err := b.ensure(log); err != nil {
+			return nil, err
+		}
+		o.bench = b.out
 	}
 	maxBytes, alone, err := sweepPolicies(o)
 	if err != nil {

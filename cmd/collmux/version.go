@@ -91,17 +91,16 @@ func writeVersion(w io.Writer) {
 // tests set it, and another library found instead would mislead); else
 // beside the tool (the build tree: build/collmux, build/libcollmux.so), the
 // installation the tool is part of (<prefix>/bin/collmux,
-// <prefix>/lib or lib64/libcollmux.so), and build/ under the
-// working directory (`go run ./cmd/collmux` in a checkout).
+// <prefix>/<libdir>/libcollmux.so), and build/ under the working
+// directory (`go run ./cmd/collmux` in a checkout).
 func findLib(getenv func(string) string) (path string, tried []string) {
 	if p := getenv("COLLMUX_LIB"); p != "" {
 		tried = []string{p}
 	} else {
-		if exe, err := os.Executable(); err == nil {
-			if exe, err = filepath.EvalSymlinks(exe); err == nil {
-				dir := filepath.Dir(exe)
-				tried = append(tried, filepath.Join(dir, "libcollmux.so"),
-					filepath.Join(dir, "..", "lib", "libcollmux.so"), filepath.Join(dir, "..", "lib64", "libcollmux.so"))
+		if dir := toolDir(); dir != "" {
+			tried = append(tried, filepath.Join(dir, "libcollmux.so"))
+			if p := installed(dir, libDir, "libcollmux.so"); p != "" {
+				tried = append(tried, p)
 			}
 		}
 		tried = append(tried, filepath.Join("build", "libcollmux.so"))

@@ -199,9 +199,19 @@ typedef struct {
 	int (*Comm_dup_with_info)(cmx_h, cmx_h, void *);
 	int (*Info_get)(cmx_h, const char *, int, char *, int *);
 	int (*Info_get_string)(cmx_h, const char *, int *, char *, int *);
+	/* a communicator of its own and an error handler, for asking the MPI
+	 * what it accepts (cmx_mpi_probe) */
+	int (*Comm_dup)(cmx_h, cmx_h *);
+	int (*Comm_free)(cmx_h *);
+	int (*Comm_create_errhandler)(void (*)(cmx_h *, int *, ...), cmx_h *);
+	int (*Comm_set_errhandler)(cmx_h, cmx_h);
+	int (*Errhandler_free)(cmx_h *);
 } cmx_pmpi_extra_t;
 extern cmx_pmpi_extra_t cmx_px;
 
+/* Once MPI is initialised, before any call is routed: what the MPI
+ * accepts beyond the standard (character types it reduces as integers). */
+void cmx_mpi_probe(void);
 /* Decodes a predefined datatype: returns 1 and fills kind/size, or 0. */
 int cmx_dtype_info(cmx_h dtype, int *kind, int *size);
 /* Decodes a predefined op into CMX_OP_*; CMX_OP_USER when not predefined. */
@@ -564,6 +574,12 @@ typedef struct {
 void cmx_trace_start(void); /* MPI_Init, every rank: the buffer and the shared instant (collective) */
 void cmx_trace_add(const cmx_args *a, int backend, int64_t bytes, uint64_t t0, uint64_t t1, int rc);
 void cmx_trace_write(void); /* the finalize hook: this rank's file */
+
+/* ---- NVTX ranges (dispatch/nvtx.c), for Nsight Systems ---- */
+void cmx_nvtx_load(void); /* at start-up: the tool named by NVTX_INJECTION64_PATH, if any */
+extern int cmx_nvtx_on;   /* a tool took the ranges: the router pushes one per backend it tries */
+void cmx_nvtx_push(const cmx_args *a, int backend, int64_t bytes); /* bytes < 0: not known */
+void cmx_nvtx_pop(void);
 
 #include "goexports.h"
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package privfile writes the files collmux leaves for its user (the
-// statistics report, timelines): made 0600, since they show what the job
-// did, and truncated, with a symbolic link at the path refused rather than
-// followed: in a directory others can write, a link could aim the
-// truncating write at any file of the user's.
+// Package privfile holds the files collmux keeps for its user alone. It
+// writes the ones it leaves for the user (the statistics report,
+// timelines): made 0600, since they show what the job did, and truncated,
+// with a symbolic link at the path refused rather than followed: in a
+// directory others can write, a link could aim the truncating write at any
+// file of the user's. And it checks the ones collmux runs or reads back
+// (private.go).
 package privfile
 
 import (
