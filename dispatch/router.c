@@ -351,7 +351,7 @@ static const backend backends[] = {
 	{CMX_BACKEND_COPY, cmx_copy_run, cmx_copy_release, NULL},
 	{CMX_BACKEND_FUSED, cmx_fused_run, cmx_fused_release, cmx_fused_release_all},
 	{CMX_BACKEND_NCCL, cmx_nccl_run, cmx_nccl_release, cmx_nccl_release_all},
-	{CMX_BACKEND_STAGED, cmx_staged_run, NULL, NULL},
+	{CMX_BACKEND_STAGED, cmx_staged_run, NULL, cmx_staged_finalize},
 	{CMX_BACKEND_MPI, mpi_run, NULL, NULL},
 };
 #define NBACKENDS ((int)(sizeof backends / sizeof backends[0]))

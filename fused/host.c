@@ -64,6 +64,7 @@ struct cmx_fused {
 	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID beside computation */
 	int running;     /* that instance may still be running */
 	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
+	int failed;      /* such a job failed: its communicator turns the path off at its next call */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
 	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel; of the greatest priority */
 	volatile bell_t *bell;
@@ -397,14 +398,19 @@ static int poll_job(void *arg, uint64_t v)
 	volatile bell_t *b = f->bell;
 	if (f->pending != s)
 		return 1;
+	int r;
 	if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s) {
 		f->pending = 0;
-		return b->err ? -1 : 1;
+		r = b->err ? -1 : 1;
+	} else if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) != s &&
+		   !start(f)) {
+		r = -1;
+	} else {
+		r = cmx_cuda_query(f->stream) < 0 ? -1 : 0;
 	}
-	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) != s &&
-	    !start(f))
-		return -1;
-	return cmx_cuda_query(f->stream) < 0 ? -1 : 0;
+	if (r < 0)
+		f->failed = 1;
+	return r;
 }
 
 static void stop(struct cmx_fused *f)
@@ -467,10 +473,24 @@ void cmx_fused_release(cmx_comm *c)
 	c->fused_state = -1;
 }
 
+/* After a failed job the ranks' job numbers no longer match (a rank may
+ * have rung a job its peers never saw, or seen none), so the communicator
+ * stops using the path, and its workspace stays IN_USE, never taken over
+ * by a later communicator that would number its jobs on from these. */
+static void turn_off(cmx_comm *c, struct cmx_fused *f)
+{
+	c->fused_state = -1;
+	stop(f);
+}
+
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
 	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->fused_state < 0)
 		return 0;
+	if (CMX_UNLIKELY(c->fused && c->fused->failed)) { /* its request reported the failure */
+		turn_off(c, c->fused);
+		return 0;
+	}
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
 	const char *in = ip ? a->rbuf : a->sbuf;
 	char *out = a->rbuf;
@@ -530,9 +550,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	const int ready = cmx_cuda_ctx_for(out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
 	const int go = cmx_gate_wait(c->gate, a, ready);
 	if (!go || !ring(f, code, in, out, count, (uint32_t)root, nb, async)) {
-		if (!ready || go) /* else the gate said why */
-			fprintf(stderr, "collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d)\n", cmx_fn_names[a->fn], me,
-				n, cmx_cuda_last_error());
+		if (!ready || go) { /* else the gate said why, and fails the communicator's later calls */
+			fprintf(stderr,
+				"collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d); the fused path is off for "
+				"this communicator\n",
+				cmx_fn_names[a->fn], me, n, cmx_cuda_last_error());
+			turn_off(c, f);
+		}
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}
@@ -542,8 +566,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 			if (f->bell->err & (1u << p))
 				fprintf(stderr, " %d", p);
 		fprintf(stderr, " did not arrive within COLLMUX_TIMEOUT=%d s; the fused path is off for this communicator\n", cmx_cfg.timeout);
-		c->fused_state = -1;
-		stop(f);
+		turn_off(c, f);
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}

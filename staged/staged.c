@@ -155,18 +155,101 @@ void cmx_pinned_put(void *p, size_t n)
 		cmx_cuda_host_free(p);
 }
 
-/* per-thread pinned staging memory of blocking calls, grown on demand */
-static __thread char *stage;
-static __thread size_t stage_cap;
+/* Pinned staging memory of blocking calls, one buffer per thread, grown
+ * on demand. It is freed when its thread exits (the key's destructor) and
+ * at MPI_Finalize (cmx_staged_finalize), so that programs that start and
+ * end threads do not pile up pinned memory. A thread holds its buffer
+ * (busy) from staging() to unstage(); teardown frees only buffers it can
+ * take hold of itself, leaving one a thread is still using (in a call
+ * made during MPI_Finalize, which is erroneous) to that thread's exit. */
+typedef struct stage_buf {
+	char *p;
+	size_t cap;
+	int busy;
+	struct stage_buf *next;
+} stage_buf;
+static pthread_mutex_t stage_mu = PTHREAD_MUTEX_INITIALIZER;
+static stage_buf *stages; /* every live thread's, for teardown */
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+static __thread stage_buf *mine;
+
+static void stage_free(stage_buf *b)
+{
+	/* freeing pinned memory wants its context current, which an exiting
+	 * thread may not have */
+	if (b->p)
+		cmx_cuda_ctx_for(b->p);
+	cmx_cuda_host_free(b->p);
+	b->p = NULL, b->cap = 0;
+}
+
+static void stage_exit(void *v)
+{
+	stage_buf *b = v;
+	pthread_mutex_lock(&stage_mu);
+	for (stage_buf **q = &stages; *q; q = &(*q)->next)
+		if (*q == b) {
+			*q = b->next;
+			break;
+		}
+	pthread_mutex_unlock(&stage_mu);
+	stage_free(b);
+	free(b);
+	mine = NULL; /* a later call in another key's destructor starts afresh */
+}
+
+static void stage_key_make(void) { pthread_key_create(&stage_key, stage_exit); }
 
 static char *staging(size_t n)
 {
-	if (stage_cap < n) {
-		cmx_cuda_host_free(stage);
-		stage = cmx_cuda_host_alloc(n);
-		stage_cap = stage ? n : 0;
+	if (!mine) {
+		stage_buf *b = calloc(1, sizeof *b);
+		if (!b || pthread_once(&stage_once, stage_key_make) != 0 || pthread_setspecific(stage_key, b) != 0) {
+			free(b);
+			return NULL;
+		}
+		pthread_mutex_lock(&stage_mu);
+		b->next = stages, stages = b;
+		pthread_mutex_unlock(&stage_mu);
+		mine = b;
 	}
-	return stage;
+	int idle = 0;
+	while (!__atomic_compare_exchange_n(&mine->busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		idle = 0, cmx_cpu_relax(); /* teardown is freeing it */
+	if (mine->cap < n) {
+		stage_free(mine);
+		mine->p = cmx_cuda_host_alloc(n);
+		mine->cap = mine->p ? n : 0;
+	}
+	if (!mine->p)
+		__atomic_store_n(&mine->busy, 0, __ATOMIC_RELEASE);
+	return mine->p;
+}
+
+static void unstage(void) { __atomic_store_n(&mine->busy, 0, __ATOMIC_RELEASE); }
+
+void cmx_staged_finalize(void)
+{
+	pthread_mutex_lock(&stage_mu);
+	for (stage_buf *b = stages; b; b = b->next) {
+		int idle = 0;
+		if (__atomic_compare_exchange_n(&b->busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			stage_free(b);
+			__atomic_store_n(&b->busy, 0, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&stage_mu);
+	/* the pool too: a request completing later returns its copies to it */
+	pthread_mutex_lock(&pool_mu);
+	for (int k = 0; k < (int)(sizeof pool / sizeof pool[0]); k++)
+		while (pool[k]) {
+			void *p = pool[k];
+			pool[k] = *(void **)p;
+			cmx_cuda_host_free(p);
+		}
+	pool_bytes = 0;
+	pthread_mutex_unlock(&pool_mu);
 }
 
 /* The bytes a receive wrote, by its status (all of len when unknown). */
@@ -257,9 +340,12 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
 	}
+	unstage();
 	return 1;
 fail:
 	if (async)
 		cmx_pinned_put(h, total);
+	else
+		unstage();
 	return 0;
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +140,39 @@ func TestDeviceBuffersStaged(t *testing.T) {
 				if err == nil && strings.Contains(out, "0 failures") {
 					t.Errorf("the device build passed without collmux (%v): the stand-in's device memory is readable", env)
 				}
+			}
+		})
+	}
+}
+
+// The pinned buffer a thread stages its blocking device calls through goes
+// when the thread does, and the last ones at MPI_Finalize: stagethreads
+// starts and joins 20 rounds of 4 threads making device point-to-point
+// calls, and the stand-in counts the pinned allocations left (before the
+// fix, one per thread that ever staged a call: 80 after the rounds).
+func TestStagingMemoryFreed(t *testing.T) {
+	line := regexp.MustCompile(`stagethreads: rank (\d): \d+ rounds of \d+ threads, pinned allocations live: at most (-?\d+) after a round, (-?\d+) before MPI_Finalize, (-?\d+) after`)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			dir := fakeCUDA(t)
+			prog := deviceProgram(t, m, "stagethreads.c", "stagethreads")
+			env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir)
+			out, errs, err := run(t, m, 2, env, prog)
+			if err != nil || !strings.Contains(out, "stagethreads: 2 ranks, 0 failures") {
+				t.Fatalf("%v\n%s\n%s", err, out, errs)
+			}
+			seen := 0
+			for _, mm := range line.FindAllStringSubmatch(out, -1) {
+				seen++
+				if got := mm[2] + " " + mm[3] + " " + mm[4]; got != "0 1 0" {
+					t.Errorf("rank %s: pinned allocations live after a round, before and after MPI_Finalize: %s, want 0 1 0", mm[1], got)
+				}
+			}
+			if seen != 2 {
+				t.Fatalf("want a line from each of 2 ranks:\n%s", out)
+			}
+			if r := readStats(t, statsFile); r.Calls("sendrecv", "staged") == 0 {
+				t.Errorf("statistics show no staged sendrecv call")
 			}
 		})
 	}

@@ -482,6 +482,7 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_nccl_release(cmx_comm *c);
 void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
+void cmx_staged_finalize(void); /* frees the pinned staging memory (MPI_Finalize) */
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_fused_release(cmx_comm *c);
 void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */

@@ -116,8 +116,27 @@ CUresult cuMemFree_v2(uintptr_t p)
 	return OK;
 }
 
-CUresult cuMemAllocHost_v2(void **p, size_t n) { return (*p = malloc(n ? n : 1)) ? OK : OUT_OF_MEMORY; }
-CUresult cuMemFreeHost(void *p) { return free(p), OK; }
+/* Pinned host memory, counted so that tests can see collmux free it
+ * (fakecuda_pinned_live, found by the test programs with dlsym). */
+static long pinned_live;
+
+CUresult cuMemAllocHost_v2(void **p, size_t n)
+{
+	if (!(*p = malloc(n ? n : 1)))
+		return OUT_OF_MEMORY;
+	__atomic_fetch_add(&pinned_live, 1, __ATOMIC_RELAXED);
+	return OK;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	if (p)
+		__atomic_fetch_sub(&pinned_live, 1, __ATOMIC_RELAXED);
+	free(p);
+	return OK;
+}
+
+long fakecuda_pinned_live(void) { return __atomic_load_n(&pinned_live, __ATOMIC_RELAXED); }
 
 /* what collmux asks of a pointer: memory type (2: device), managed (no),
  * context */
