@@ -119,33 +119,35 @@ static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 	case CMX_COLL_NEIGHBOR_ALLTOALLW:
 		return vector_bytes(a, ask);
 	}
-	int n = c ? c->size : 1;
-	int64_t rs = cmx_type_size(a->rtype, ask);
-	int root = c && a->root == c->rank;
-	if (rs < 0)
+	const int n = c ? c->size : 1, root = c && a->root == c->rank;
+	/* a rooted call's datatype is asked of the side significant here
+	 * (the other may be MPI_DATATYPE_NULL): the root's receive side of a
+	 * gather, its send side of a scatter, the others' other side */
+	const int gather = a->coll == CMX_COLL_GATHER || a->coll == CMX_COLL_GATHERV;
+	const int scatter = a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV;
+	const int sending = (gather && !root) || (scatter && root);
+	const int64_t size = cmx_type_size(sending ? a->stype : a->rtype, ask);
+	if (size < 0)
 		return -1;
 	switch (a->coll) {
 	case CMX_COLL_ALLGATHER:
 	case CMX_COLL_ALLTOALL:
 	case CMX_COLL_REDUCE_SCATTER_BLOCK:
-		return a->rcount * rs * n;
+		return a->rcount * size * n;
 	case CMX_COLL_ALLGATHERV:
 	case CMX_COLL_REDUCE_SCATTER:
-		return cmx_count_sum(a->rcounts, n, a->large) * rs;
+		return cmx_count_sum(a->rcounts, n, a->large) * size;
 	case CMX_COLL_GATHER:
-	case CMX_COLL_SCATTER: {
-		int sending = (a->coll == CMX_COLL_GATHER) != root;
-		int64_t ss = sending ? cmx_type_size(a->stype, ask) : rs;
-		return ss < 0 ? -1 : (sending ? a->scount : a->rcount) * ss * n;
-	}
+	case CMX_COLL_SCATTER:
+		return (sending ? a->scount : a->rcount) * size * n;
 	case CMX_COLL_GATHERV:
-		return root ? cmx_count_sum(a->rcounts, n, a->large) * rs : a->scount * cmx_type_size(a->stype, ask);
+		return root ? cmx_count_sum(a->rcounts, n, a->large) * size : a->scount * size;
 	case CMX_COLL_SCATTERV:
-		return root ? cmx_count_sum(a->scounts, n, a->large) * cmx_type_size(a->stype, ask) : a->rcount * rs;
+		return root ? cmx_count_sum(a->scounts, n, a->large) * size : a->rcount * size;
 	case CMX_COLL_ALLTOALLV:
-		return cmx_count_sum(a->rcounts, n, a->large) * rs;
+		return cmx_count_sum(a->rcounts, n, a->large) * size;
 	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
-		return a->rcount * rs;
+		return a->rcount * size;
 	}
 }
 
@@ -225,10 +227,7 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
 	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
 	int root = c && cmx_is_root(a, c->inter, c->rank);
-	int s_sig = a->sbuf && a->sbuf != cmx_abi.in_place &&
-		    !((a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV) && !root);
-	int r_sig = a->rbuf && a->rbuf != cmx_abi.in_place &&
-		    !((a->coll == CMX_COLL_GATHER || a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_REDUCE) && !root);
+	int s_sig = a->sbuf && cmx_side_used(a, root, 0), r_sig = a->rbuf && cmx_side_used(a, root, 1);
 	int sk = s_sig ? cmx_mem_kind(a->sbuf) : -1, rk = r_sig ? cmx_mem_kind(a->rbuf) : -1;
 	if (sk < 0)
 		return rk < 0 ? CMX_MEM_HOST : rk;
@@ -261,11 +260,25 @@ static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
 	return b < 0 ? UINT64_MAX : (uint64_t)b;
 }
 
-static int dclass_of(cmx_h dtype)
+/* The datatype class a call routes by: that of the kind of the elements
+ * in its type signature, which matching calls share, whatever datatypes
+ * carry it (a contiguous type of floats on one rank, floats on another).
+ * Its datatype on this rank: the significant one (a gather's send type
+ * off the root, a scatter's receive type). A call of no bytes, and one of
+ * a datatype per peer, are "other" (their ranks may pass any types). On
+ * host memory, where the call's handles reach MPI's checks before any of
+ * collmux's questions, a derived type is "other" too: host calls all end
+ * on MPI. */
+static int dclass_of(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 {
-	int kind, size;
-	if (!cmx_dtype_info(dtype, &kind, &size))
+	if (a->coll == CMX_COLL_BARRIER || a->coll == CMX_COLL_ALLTOALLW || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW || bytes == 0)
 		return CMX_DCLASS_OTHER;
+	const cmx_h t = cmx_side_used(a, cmx_is_root(a, 0, c->rank), 1) ? a->rtype : a->stype;
+	int kind, size;
+	if (!cmx_dtype_info(t, &kind, &size))
+		kind = cmx_host_readable(a->mem) ? CMX_KIND_OTHER : cmx_sig_kind(t);
+	else if (kind == CMX_KIND_PAIR)
+		kind = cmx_sig_kind(t); /* MPI_2INT: ints */
 	if (kind >= CMX_KIND_INT8 && kind <= CMX_KIND_UINT64)
 		return CMX_DCLASS_INT;
 	if (kind >= CMX_KIND_FLOAT16 && kind <= CMX_KIND_LONGDOUBLE)
@@ -275,8 +288,7 @@ static int dclass_of(cmx_h dtype)
 
 static const cmx_route *pick(const cmx_comm *c, const cmx_args *a, uint64_t bytes)
 {
-	const cmx_routes *rs = &(*c->routes)[c->overlap][a->form != CMX_FORM_BLOCKING][a->coll][a->mem]
-					   [a->coll == CMX_COLL_BARRIER ? CMX_DCLASS_OTHER : dclass_of(a->rtype)];
+	const cmx_routes *rs = &(*c->routes)[c->overlap][a->form != CMX_FORM_BLOCKING][a->coll][a->mem][dclass_of(a, c, bytes)];
 	for (int i = 0; i < rs->n; i++)
 		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
 			return &rs->r[i];
@@ -396,27 +408,47 @@ void cmx_backends_finalize(void)
 			backends[i].finalize();
 }
 
+/* The reductions, whose predefined ops MPI accepts on predefined
+ * datatypes only, the same on every rank. */
+static int reduction(int coll)
+{
+	return coll == CMX_COLL_ALLREDUCE || coll == CMX_COLL_REDUCE || coll == CMX_COLL_REDUCE_SCATTER ||
+	       coll == CMX_COLL_REDUCE_SCATTER_BLOCK || coll == CMX_COLL_SCAN || coll == CMX_COLL_EXSCAN;
+}
+
 /* Whether a device backend may run a call on device memory: one that MPI
  * would refuse (a root outside the communicator, a negative count or one
  * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
- * or op) goes to MPI, whose own checks report it before any buffer is
- * read, and before COLLMUX_CHECK communicates (the peers of an erroneous
- * call may not be in it). */
+ * or op, a predefined op on a derived datatype, MINLOC or MAXLOC on
+ * anything but a pair) goes to MPI, whose own checks report it before any
+ * buffer is read, and before COLLMUX_CHECK communicates (the peers of an
+ * erroneous call may not be in it). Other predefined datatypes an op is
+ * not defined on are left to the path: MPIs differ there (Open MPI sums
+ * MPI_BYTE, MPICH refuses), and every rank passes the same one. Only
+ * what is significant on this rank is judged, as MPI does: a non-root's
+ * receive datatype of a gather may be MPI_DATATYPE_NULL, its count
+ * anything. */
 static int acceptable(const cmx_args *a, const cmx_comm *c)
 {
 	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
-	if (a->scount < 0 || a->rcount < 0 || a->scount > max || a->rcount > max)
-		return 0;
+	const int root = cmx_is_root(a, c->inter, c->rank);
+	for (int w = 0; w < 2 && a->coll != CMX_COLL_BARRIER; w++) {
+		const int64_t n = w ? a->rcount : a->scount;
+		if (cmx_side_used(a, root, w) && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
+			return 0;
+	}
 	if (a->rbuf == cmx_abi.in_place && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
-		return 0;
-	if (a->coll != CMX_COLL_BARRIER && (a->stype == cmx_abi.dtype_null || a->rtype == cmx_abi.dtype_null) &&
-	    !a->stypes && !a->rtypes)
 		return 0;
 	if (a->op == cmx_abi.op_null && a->op)
 		return 0;
+	if (reduction(a->coll)) {
+		int op = cmx_op_info(a->op), kind, size;
+		const int loc = op == CMX_OP_MINLOC || op == CMX_OP_MAXLOC;
+		if (op != CMX_OP_USER && (!cmx_dtype_info(a->rtype, &kind, &size) || (loc && kind != CMX_KIND_PAIR)))
+			return 0;
+	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return 0;
-	const int root = cmx_is_root(a, c->inter, c->rank);
 	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
 				 a->coll != CMX_COLL_GATHERV || root ? a->rcounts : NULL};
 	int nin = c->size, nout = c->size;
@@ -455,7 +487,17 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
 	}
-	return run(c, a, *backend, used);
+	/* the device backends move bytes: a datatype that does not move as
+	 * bytes on this rank is packed, not declined, or this rank would be
+	 * staged while its peers, passing the same signature in basic
+	 * elements, ran the device backend */
+	cmx_args b;
+	cmx_packed *rp = NULL;
+	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && (*backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL) &&
+	    cmx_repack(c, a, &b, &rp) < 0)
+		return cmx_error(a->comm, cmx_abi.err_other);
+	rc = run(c, rp ? &b : a, *backend, used);
+	return rp ? cmx_repack_done(rp, a, rc) : rc;
 }
 
 /* Point-to-point and local calls: the MPI matches every message; device

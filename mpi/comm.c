@@ -78,6 +78,66 @@ int cmx_move_size(cmx_h dtype)
 	return size > 0 && lb == 0 && tlb == 0 && ext == size && text == size ? size : 0;
 }
 
+/* A datatype handle as MPI_Type_free takes it: an int in the MPICH ABI. */
+static void type_free(cmx_h t)
+{
+	union {
+		cmx_h h;
+		int i;
+	} slot;
+	if (cmx_abi.int_handles)
+		slot.i = (int)t;
+	else
+		slot.h = t;
+	cmx_px.Type_free(&slot);
+}
+
+/* Whether a datatype get_contents returned is a new handle to free: a
+ * derived one (its envelope lists datatypes; a predefined one's, named or
+ * Fortran parameterized, lists none). */
+static int derived(cmx_h t)
+{
+	int k, size, ni, na, nd, comb;
+	return !cmx_dtype_info(t, &k, &size) && cmx_px.Type_get_envelope(t, &ni, &na, &nd, &comb) == 0 && nd > 0;
+}
+
+/* Folds the kinds of dtype's signature into *kind (-1: none yet). Returns
+ * 0 once they differ or a part is unknown (a predefined type collmux does
+ * not know, a pair of two kinds). */
+static int sig_fold(cmx_h dtype, int depth, int *kind)
+{
+	int k, size, ni, na, nd, comb;
+	if (cmx_dtype_info(dtype, &k, &size)) {
+		if (k == CMX_KIND_PAIR)
+			k = cmx_norm(dtype) == cmx_norm(cmx_abi.two_int) ? CMX_KIND_INT32 : CMX_KIND_OTHER;
+		if (k == CMX_KIND_OTHER || (*kind >= 0 && *kind != k))
+			return 0;
+		*kind = k;
+		return 1;
+	}
+	if (depth > 16 || cmx_px.Type_get_envelope(dtype, &ni, &na, &nd, &comb) != 0 || nd <= 0 || ni < 0 || na < 0)
+		return 0;
+	int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+	cmx_aint *aints = malloc(sizeof(cmx_aint) * (size_t)(na + 1));
+	cmx_h *types = malloc(sizeof(cmx_h) * (size_t)nd); /* wide enough for either ABI's handles */
+	const int got = ints && aints && types && cmx_px.Type_get_contents(dtype, ni, na, nd, ints, aints, types) == 0;
+	int ok = got;
+	for (int i = 0; got && i < nd; i++) {
+		const cmx_h part = cmx_type_at(types, i);
+		ok = ok && sig_fold(part, depth + 1, kind);
+		if (derived(part))
+			type_free(part);
+	}
+	free(ints), free(aints), free(types);
+	return ok;
+}
+
+int cmx_sig_kind(cmx_h dtype)
+{
+	int kind = -1;
+	return sig_fold(dtype, 0, &kind) && kind >= 0 ? kind : CMX_KIND_OTHER;
+}
+
 int cmx_comm_agree(const cmx_comm *c, int ok)
 {
 	int all = 0;

@@ -201,6 +201,7 @@ static void detect_abi(void)
 	cmx_abi.uint64 = predef_by_name(cmx_predef_dtypes, "MPI_UINT64_T");
 	cmx_abi.byte = predef_by_name(cmx_predef_dtypes, "MPI_BYTE");
 	cmx_abi.int_ = predef_by_name(cmx_predef_dtypes, "MPI_INT");
+	cmx_abi.two_int = predef_by_name(cmx_predef_dtypes, "MPI_2INT");
 	cmx_abi.op_sum = predef_by_name(cmx_predef_ops, "MPI_SUM");
 	cmx_abi.op_min = predef_by_name(cmx_predef_ops, "MPI_MIN");
 	cmx_abi.op_max = predef_by_name(cmx_predef_ops, "MPI_MAX");
@@ -299,6 +300,11 @@ static void resolve_pmpi(void)
 	RESOLVE(Gather);
 	RESOLVE(Type_get_extent);
 	RESOLVE(Type_get_true_extent);
+	RESOLVE(Type_get_envelope);
+	RESOLVE(Type_get_contents);
+	RESOLVE(Type_free);
+	RESOLVE(Pack);
+	RESOLVE(Unpack);
 	RESOLVE(Send_init);
 	RESOLVE(Start);
 	RESOLVE(Startall);

@@ -53,6 +53,8 @@ struct cmx_req {
 	uint64_t v;
 	void (*drop)(void *);
 	int failed;
+	int (*then)(void *, int); /* cmx_req_then's: after finishing, or when discarded unfinished */
+	void *then_arg;
 	void *keep[5]; /* memory the call uses until it completes (narrowed arrays), freed */
 	void *pinned;  /* its pinned host copies (cmx_pinned_get), returned to the pool */
 	size_t pinned_len;
@@ -129,6 +131,8 @@ void cmx_req_pinned(cmx_req *e, void *p, size_t n) { e->pinned = p, e->pinned_le
 /* frees what an entry holds, and the entry */
 static void discard(cmx_req *e)
 {
+	if (e->then)
+		e->then(e->then_arg, 0);
 	for (int i = 0; i < (int)(sizeof e->keep / sizeof e->keep[0]); i++)
 		free(e->keep[i]);
 	cmx_pinned_put(e->pinned, e->pinned_len);
@@ -172,6 +176,17 @@ void cmx_req_drop(cmx_req *e)
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim)
 {
 	e->dev = dev, e->from = from, e->len = len, e->trim = trim;
+}
+
+int cmx_req_then(const void *req, int (*fn)(void *, int), void *arg)
+{
+	pthread_mutex_lock(&mu);
+	cmx_req *e = find_locked(cmx_req_get(req)); /* the newest: the call just filed it */
+	int ok = e && !e->then;
+	if (ok)
+		e->then = fn, e->then_arg = arg;
+	pthread_mutex_unlock(&mu);
+	return ok ? 0 : -1;
 }
 
 /* ---- generalized requests for device work ---- */
@@ -222,11 +237,9 @@ static void poll_device(cmx_req *e)
 
 /* ---- finishing ---- */
 
-static int finish(cmx_req *e, const void *status)
+/* Copies what a finished request received back to the device. */
+static int copy_back(cmx_req *e, const void *status)
 {
-	if (!e || e->finished)
-		return 0;
-	e->finished = 1;
 	if (e->failed)
 		return cmx_abi.err_other;
 	size_t n = e->len;
@@ -246,6 +259,21 @@ static int finish(cmx_req *e, const void *status)
 		return 0;
 	cmx_log(0, "%s: copying the received data back to the device failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
 	return cmx_abi.err_other;
+}
+
+static int finish(cmx_req *e, const void *status)
+{
+	if (!e || e->finished)
+		return 0;
+	e->finished = 1;
+	int rc = copy_back(e, status);
+	if (e->then) {
+		int (*then)(void *, int) = e->then;
+		e->then = NULL;
+		int r = then(e->then_arg, rc == 0 && !e->failed);
+		rc = rc ? rc : r;
+	}
+	return rc;
 }
 
 /* Orphans, freed by the program while active, are finished here. */

@@ -48,6 +48,8 @@ for p in nbtest p2ptest; do
   mpicc -O1 -pthread -DCOLLTEST_CUDA -I$CUDA/include -o $B/${p}_cuda tests/c/$p.c -L$CUDA/lib64 -lcudart
 done
 mpicc -O1 -o $B/nbrtest tests/c/nbrtest.c
+mpicc -O1 -o $B/typemix tests/c/typemix.c
+mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/typemix_cuda tests/c/typemix.c -L$CUDA/lib64 -lcudart
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/nbrtest_cuda tests/c/nbrtest.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
@@ -158,6 +160,26 @@ for np in $(seq 1 "$NGPU"); do
   result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend${missing:+ (not:$missing)}"
   [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
 done
+
+# typemix: ranks pass one type signature through different datatypes (a
+# contiguous type or MPI_2INT on one, ints on the others; strided and
+# column types on one side of a call, packed for the device backend on
+# that rank): the same results as the host MPI on each path, every rank
+# explaining the same routing decisions (COLLMUX_LOG=decisions)
+if [ "$NGPU" -ge 2 ]; then
+  run "$NGPU" $B/typemix > $B/tm.host 2>&1
+  for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused'; do
+    env=(); [ "$rules" != default ] && env=(-x COLLMUX_RULES="$rules")
+    run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
+    rc=$?
+    # each rank's explained decisions, the rank's prefix dropped, sorted: one set for all ranks
+    sets=$(for r in $(seq 0 $((NGPU - 1))); do grep "^collmux\[rank $r\]: .* -> " $B/tm.err | sed 's/^collmux\[rank [0-9]*\]: //' | sort | md5sum; done | sort -u | wc -l)
+    cmp -s $B/tm.host $B/tm.dev && [ $rc = 0 ] && [ "$sets" = 1 ]
+    result $? "typemix on device buffers, $NGPU ranks, rules $rules: mixed datatypes of one signature give the host MPI's results, every rank routing alike ($sets decision sets)"
+    [ $rc = 0 ] || grep -v '^\[' $B/tm.err | tail -12
+    cmp -s $B/tm.host $B/tm.dev || diff $B/tm.host $B/tm.dev | head -10
+  done
+fi
 
 # the edges under the fused kernels (resident, then relaunched every call,
 # then every all-reduce one-shot and two-shot through the slots instead of

@@ -47,12 +47,7 @@ static int blocks(const cmx_args *a, int which, int n, int64_t *lo, int64_t *hi)
 	return 1;
 }
 
-/* The region of the send (which=0) or receive (which=1) buffer this rank's
- * call reads or writes. Empty (lo > hi) when the buffer is not significant.
- * nin and nout: how many blocks the receive and send arguments hold
- * (cmx_peers). On an intercommunicator, root is the process that passes
- * MPI_ROOT; the other group's processes are leaves. */
-static int region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi)
+int cmx_region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi)
 {
 	const int me = c ? c->rank : 0, L = a->large;
 	const int root = cmx_is_root(a, c && c->inter, me);
@@ -277,7 +272,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (c && cmx_peers(a, &nin, &nout) != 0)
 		return 0;
 	for (int w = 0; w < 2; w++) {
-		if (!region(a, c, nin, nout, w, &lo[w], &hi[w]))
+		if (!cmx_region(a, c, nin, nout, w, &lo[w], &hi[w]))
 			return 0;
 		dev[w] = lo[w] <= hi[w] && buf[w] != cmx_abi.in_place && cmx_mem_kind(buf[w]) == CMX_MEM_DEVICE;
 		if (dev[w])

@@ -177,3 +177,76 @@ func TestStagingMemoryFreed(t *testing.T) {
 		})
 	}
 }
+
+// Ranks that pass one type signature through different datatypes (a
+// contiguous derived type or MPI_2INT on one, basic elements on the
+// others; strided types on one side of a call; MPI_DATATYPE_NULL where a
+// datatype is not significant) route each call alike: with rules that
+// send ints and everything else to different backends, every rank
+// explains the same decisions (COLLMUX_LOG); a rank whose datatype does
+// not move as bytes packs it for the device backend instead of declining
+// it (the peers would run that backend); and the device build under
+// collmux prints what the host build prints natively. Before, the rank
+// with the derived type routed as "other" and its peers as "int".
+func TestMixedDatatypesRouteAlike(t *testing.T) {
+	decision := regexp.MustCompile(`(?m)^collmux\[rank (\d+)\]: (\S+ on \S+ memory, .* -> .*)$`)
+	packed := regexp.MustCompile(`(?m)^collmux\[rank \d+\]: (MPI_\w+): a datatype that does not move as bytes, packed`)
+	wantPacked := []string{"MPI_Bcast", "MPI_Ibcast", "MPI_Gather", "MPI_Igather", "MPI_Scatter", "MPI_Iscatter", "MPI_Allgather",
+		"MPI_Allgatherv", "MPI_Alltoallv", "MPI_Neighbor_allgather"}
+	for _, m := range impls(t) {
+		dir := fakeCUDA(t)
+		host := program(t, m, "typemix.c", "typemix")
+		dev := deviceProgram(t, m, "typemix.c", "typemix")
+		for _, np := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/np%d", m.name, np), func(t *testing.T) {
+				native, errs, err := run(t, m, np, nil, host)
+				if err != nil || lastLine(native) != fmt.Sprintf("typemix: %d ranks", np) || strings.Contains(native, "error") {
+					t.Fatalf("native host run: %v\n%s\n%s", err, native, errs)
+				}
+				env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir, "COLLMUX_LOG", "debug",
+					"COLLMUX_RULES", "*:cuda:*:nccl:dtype=int#*:cuda:*:fused:dtype=float,other")
+				got, errs, err := run(t, m, np, env, dev)
+				if err != nil || got != native {
+					t.Fatalf("device build under collmux: %v\n%s\n%s", err, diff(native, got), errs)
+				}
+				seen := map[string]map[string]bool{}
+				for _, d := range decision.FindAllStringSubmatch(errs, -1) {
+					if seen[d[1]] == nil {
+						seen[d[1]] = map[string]bool{}
+					}
+					seen[d[1]][d[2]] = true
+				}
+				if len(seen) != np {
+					t.Fatalf("decisions explained by %d ranks, want %d:\n%s", len(seen), np, errs)
+				}
+				for r, set := range seen {
+					for d := range set {
+						for o, other := range seen {
+							if !other[d] {
+								t.Errorf("rank %s decided %q, rank %s did not", r, d, o)
+							}
+						}
+					}
+				}
+				fns := map[string]bool{}
+				for _, p := range packed.FindAllStringSubmatch(errs, -1) {
+					fns[p[1]] = true
+				}
+				for _, f := range wantPacked {
+					if !fns[f] {
+						t.Errorf("no rank packed its datatype for %s", f)
+					}
+				}
+				if fns["MPI_Alltoall"] {
+					t.Errorf("MPI_Alltoall was packed: its contiguous types move as bytes")
+				}
+				r := readStats(t, statsFile)
+				for _, f := range []string{"bcast", "gather", "allgatherv", "alltoallv", "neighbor_allgather"} {
+					if r.Calls(f, "staged") == 0 {
+						t.Errorf("statistics show no staged %s call", f)
+					}
+				}
+			})
+		}
+	}
+}

@@ -94,6 +94,7 @@ typedef struct {
 	const void *in_place;
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null, info_null;
 	cmx_h uint64, op_sum, op_min, op_max, byte, int_; /* for collmux's own calls */
+	cmx_h two_int;             /* MPI_2INT: the one pair whose elements are of one kind */
 	int root, proc_null, err_other;
 	cmx_h request_null;
 	const void *status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
@@ -161,6 +162,12 @@ typedef struct {
 	int (*Gather)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h);
 	int (*Type_get_extent)(cmx_h, cmx_aint *, cmx_aint *);
 	int (*Type_get_true_extent)(cmx_h, cmx_aint *, cmx_aint *);
+	/* a derived datatype's parts (cmx_sig_kind) and packing (repack.c) */
+	int (*Type_get_envelope)(cmx_h, int *, int *, int *, int *);
+	int (*Type_get_contents)(cmx_h, int, int, int, int *, cmx_aint *, void *);
+	int (*Type_free)(void *);
+	int (*Pack)(const void *, int, cmx_h, void *, int, int *, cmx_h);
+	int (*Unpack)(const void *, int, int *, void *, int, cmx_h, cmx_h);
 	/* requests (requests.c); MPI_Request and MPI_Status travel as void * */
 	int (*Send_init)(const void *, int, cmx_h, int, int, cmx_h, void *);
 	int (*Start)(void *);
@@ -486,12 +493,33 @@ void cmx_staged_finalize(void); /* frees the pinned staging memory (MPI_Finalize
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_fused_release(cmx_comm *c);
 void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */
-int cmx_span(cmx_h dtype, cmx_count count, size_t *lo, size_t *len); /* byte region of count elements */
+/* The region of the send (which=0) or receive (which=1) buffer this rank's
+ * call reads or writes, in bytes from the buffer's address. Empty (lo > hi)
+ * when the buffer is not significant. nin and nout: how many blocks the
+ * receive and send arguments hold (cmx_peers). On an intercommunicator,
+ * root is the process that passes MPI_ROOT; the other group's processes
+ * are leaves. 0 when a datatype's extent is unknown. */
+int cmx_region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi);
+/* A data-movement collective on device memory whose datatype on this rank
+ * does not move as bytes, run by a device backend on a packed copy
+ * (staged/repack.c): cmx_repack makes *b, the same call on bytes in device
+ * scratch, and returns 1; 0 when no side needs it; -1 when it failed (said
+ * why). After running b, cmx_repack_done unpacks what was received (a
+ * nonblocking call's at its completion) and returns the call's result. */
+typedef struct cmx_packed cmx_packed;
+int cmx_repack(const cmx_comm *c, const cmx_args *a, cmx_args *b, cmx_packed **rp);
+int cmx_repack_done(cmx_packed *rp, const cmx_args *a, int rc);
 int64_t cmx_type_size(cmx_h dtype, int ask);
 /* The size of one element the device backends may move as bytes: a
  * predefined type's (not a value/index pair), or a derived type's that is
  * one contiguous run; 0 otherwise. */
 int cmx_move_size(cmx_h dtype);
+/* The kind (CMX_KIND_*) of every basic element in dtype's type signature
+ * when they are all of one kind, found through the datatype's parts;
+ * CMX_KIND_OTHER when they are of several kinds or the parts are unknown.
+ * Ranks passing the same signature through different datatypes (a
+ * contiguous type of floats on one, floats on another) get the same kind. */
+int cmx_sig_kind(cmx_h dtype);
 /* How many blocks the send (*nout) and receive (*nin) arrays of a call
  * hold: the communicator's size, the remote group's on an
  * intercommunicator, the out- and in-degree of the topology for the
@@ -518,6 +546,30 @@ static inline int cmx_is_root(const cmx_args *a, int inter, int rank)
 /* Memory the MPI can read itself (host or managed): no device path and
  * no staging for it. */
 static inline int cmx_host_readable(int mem) { return mem == CMX_MEM_HOST || mem == CMX_MEM_MANAGED; }
+
+/* Whether the send (w=0) or receive (w=1) buffer and datatype of a
+ * collective are significant on this rank: not MPI_IN_PLACE, not a rooted
+ * call's side that only its root (gather's receive, reduce's result) or
+ * only its leaves have, not the send side of a bcast (its one buffer is
+ * the receive side). */
+static inline int cmx_side_used(const cmx_args *a, int root, int w)
+{
+	if ((w ? a->rbuf : a->sbuf) == cmx_abi.in_place)
+		return 0;
+	switch (a->coll) {
+	case CMX_COLL_GATHER:
+	case CMX_COLL_GATHERV:
+	case CMX_COLL_REDUCE:
+		return !w || root;
+	case CMX_COLL_SCATTER:
+	case CMX_COLL_SCATTERV:
+		return w || root;
+	case CMX_COLL_BCAST:
+		return w;
+	default:
+		return 1;
+	}
+}
 
 /* a collective with a root */
 static inline int cmx_rooted(int coll)
@@ -556,6 +608,11 @@ void cmx_pinned_put(void *p, size_t n);
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived). */
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);
+/* Once the request collmux filed under *req completes (after any copy
+ * back), fn(arg, 1), whose result becomes the completion's; fn(arg, 0)
+ * instead when it failed or is dropped first. -1 when collmux holds no
+ * such request. */
+int cmx_req_then(const void *req, int (*fn)(void *, int), void *arg);
 /* *a->req: a generalized request for device work, complete once poll(arg,
  * v) returns 1 (-1: failed); drop(arg), if given, when it is released. */
 int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *));

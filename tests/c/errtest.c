@@ -38,6 +38,9 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	MPI_Datatype pair;
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
 	if (rank == 0) {
 		/* every rank gets the same error before any communication, so
 		 * rank 0 alone may make these calls without a hang */
@@ -45,6 +48,11 @@ int main(int argc, char **argv)
 		show("reduce root=-5", MPI_Reduce(x, y, 1, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD));
 		show("allreduce datatype_null", MPI_Allreduce(x, y, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
 		show("allreduce op_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
+		/* predefined ops are defined on predefined datatypes only, and
+		 * MAXLOC on pairs (Open MPI and MPICH both check this first;
+		 * Open MPI takes MPI_SUM on MPI_BYTE, MPICH does not) */
+		show("allreduce derived type, MPI_SUM", MPI_Allreduce(buf, buf + 4, 1, pair, MPI_SUM, MPI_COMM_WORLD));
+		show("reduce MPI_INT, MPI_MAXLOC", MPI_Reduce(x, y, 1, MPI_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
 		show("allreduce comm_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL));
 		show("allreduce recvbuf=in_place", MPI_Allreduce(x, MPI_IN_PLACE, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 		show("gather root=size", MPI_Gather(x, 1, MPI_INT, buf, 1, MPI_INT, size, MPI_COMM_WORLD));
@@ -57,6 +65,7 @@ int main(int argc, char **argv)
 #endif
 	if (rank == 0)
 		printf("sum=%d\n", hy);
+	MPI_Type_free(&pair);
 	MPI_Finalize();
 	return 0;
 }
