@@ -10,8 +10,9 @@ import (
 
 // Var is one COLLMUX_* environment variable. Vars is the one list of them:
 // LoadConfig takes choices and defaults from it, `collmux info` prints it
-// and checks the environment against it, and README's Variables table
-// explains each at length (TestVarsMatchREADME keeps the two in step).
+// and checks the environment against it, README's Variables table lists
+// each (TestVarsMatchREADME keeps the two in step) and docs/usage.md,
+// "Variables in full", explains each at length.
 type Var struct {
 	Name    string
 	Default string   // what unset means, as `collmux info` shows it ("" where it is nothing, or said in Help)
