@@ -24,7 +24,8 @@ int cmx_fortran_direct(void)
 {
 	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
 		cmx_init();
-	return cmx_abi.abi == CMX_ABI_OPENMPI && !cmx_state.forward_only && cmx_px.Comm_f2c && cmx_px.Type_f2c && cmx_px.Op_f2c;
+	return cmx_abi.abi == CMX_ABI_OPENMPI && !cmx_state.forward_only && cmx_px.Comm_f2c && cmx_px.Type_f2c && cmx_px.Op_f2c &&
+	       cmx_px.Status_c2f;
 }
 
 void *cmx_fortran_next(void **next, const char *sym)
@@ -41,16 +42,19 @@ void *cmx_fortran_next(void **next, const char *sym)
 /* Open MPI's Fortran MPI_IN_PLACE and MPI_BOTTOM are common blocks; a
  * program compiled by any Fortran compiler names one of these. The
  * addresses are those every reference resolves to (global scope). */
-static void *in_place[4], *bottom[4];
+static void *in_place[4], *bottom[4], *status_ignore[4];
 static pthread_once_t sentinels_once = PTHREAD_ONCE_INIT;
 
 static void find_sentinels(void)
 {
 	static const char *ip[4] = {"mpi_fortran_in_place_", "mpi_fortran_in_place__", "mpi_fortran_in_place", "MPI_FORTRAN_IN_PLACE"};
 	static const char *bt[4] = {"mpi_fortran_bottom_", "mpi_fortran_bottom__", "mpi_fortran_bottom", "MPI_FORTRAN_BOTTOM"};
+	static const char *si[4] = {"mpi_fortran_status_ignore_", "mpi_fortran_status_ignore__", "mpi_fortran_status_ignore",
+				    "MPI_FORTRAN_STATUS_IGNORE"};
 	for (int i = 0; i < 4; i++) {
 		in_place[i] = dlsym(RTLD_DEFAULT, ip[i]);
 		bottom[i] = dlsym(RTLD_DEFAULT, bt[i]);
+		status_ignore[i] = dlsym(RTLD_DEFAULT, si[i]);
 	}
 }
 
@@ -105,3 +109,24 @@ F_INIT_THREAD(mpi_init_thread_)
 F_INIT_THREAD(mpi_init_thread__)
 F_INIT_THREAD(mpi_init_thread)
 F_INIT_THREAD(MPI_INIT_THREAD)
+
+/* A Fortran status (MPI_STATUS_SIZE integers, or Open MPI's
+ * MPI_STATUS_IGNORE common block) for a C call: the C status it fills,
+ * converted back with MPI_Status_c2f once the call returned. */
+static int ignored(const int *f)
+{
+	pthread_once(&sentinels_once, find_sentinels);
+	for (int i = 0; i < 4; i++)
+		if (f && (const void *)f == status_ignore[i])
+			return 1;
+	return 0;
+}
+
+void *cmx_f_status(int *f, cmx_f_status_t *c) { return ignored(f) ? (void *)cmx_abi.status_ignore : (void *)c; }
+
+void cmx_f_status_back(int *f, cmx_f_status_t *c, int rc)
+{
+	(void)rc; /* MPI fills the status of a failed receive too (MPI_ERR_TRUNCATE: its count) */
+	if (!ignored(f))
+		cmx_px.Status_c2f(c, f);
+}

@@ -20,6 +20,13 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dty
 int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm);
 int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm);
 int MPI_Barrier(cmx_h comm);
+int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
+int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
+int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
+int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
+int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status);
+int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status);
+int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status);
 
 static void f_Allreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
@@ -515,5 +522,228 @@ CMX_EXPORT void MPI_BARRIER(int *comm, int *ierr)
 {
 	static void *next;
 	f_Barrier(&next, "MPI_BARRIER", comm, ierr);
+}
+
+static void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
+	int rc = MPI_Send(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm));
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_send_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Send(&next, "mpi_send_", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_send__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Send(&next, "mpi_send__", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_send(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Send(&next, "mpi_send", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void MPI_SEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Send(&next, "MPI_SEND", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+
+static void f_Ssend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
+	int rc = MPI_Ssend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm));
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ssend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Ssend(&next, "mpi_ssend_", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_ssend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Ssend(&next, "mpi_ssend__", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_ssend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Ssend(&next, "mpi_ssend", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void MPI_SSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Ssend(&next, "MPI_SSEND", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+
+static void f_Bsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
+	int rc = MPI_Bsend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm));
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_bsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Bsend(&next, "mpi_bsend_", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_bsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Bsend(&next, "mpi_bsend__", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_bsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Bsend(&next, "mpi_bsend", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void MPI_BSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Bsend(&next, "MPI_BSEND", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+
+static void f_Rsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
+	int rc = MPI_Rsend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm));
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_rsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Rsend(&next, "mpi_rsend_", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_rsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Rsend(&next, "mpi_rsend__", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void mpi_rsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Rsend(&next, "mpi_rsend", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+CMX_EXPORT void MPI_RSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+{
+	static void *next;
+	f_Rsend(&next, "MPI_RSEND", sbuf, scount, stype, dest, tag, comm, ierr);
+}
+
+static void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, status, ierr);
+		return;
+	}
+	cmx_f_status_t st;
+	int rc = MPI_Recv(cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *source, *tag, cmx_px.Comm_f2c(*comm), cmx_f_status(status, &st));
+	cmx_f_status_back(status, &st, rc);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_recv_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Recv(&next, "mpi_recv_", rbuf, rcount, rtype, source, tag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_recv__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Recv(&next, "mpi_recv__", rbuf, rcount, rtype, source, tag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_recv(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Recv(&next, "mpi_recv", rbuf, rcount, rtype, source, tag, comm, status, ierr);
+}
+CMX_EXPORT void MPI_RECV(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Recv(&next, "MPI_RECV", rbuf, rcount, rtype, source, tag, comm, status, ierr);
+}
+
+static void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+		return;
+	}
+	cmx_f_status_t st;
+	int rc = MPI_Sendrecv(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *stag, cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *source, *rtag, cmx_px.Comm_f2c(*comm), cmx_f_status(status, &st));
+	cmx_f_status_back(status, &st, rc);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_sendrecv_(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv(&next, "mpi_sendrecv_", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_sendrecv__(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv(&next, "mpi_sendrecv__", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_sendrecv(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv(&next, "mpi_sendrecv", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void MPI_SENDRECV(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv(&next, "MPI_SENDRECV", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+}
+
+static void f_Sendrecv_replace(void **next, const char *sym, void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+		return;
+	}
+	cmx_f_status_t st;
+	int rc = MPI_Sendrecv_replace(cmx_f_buf(buf), *count, cmx_px.Type_f2c(*dtype), *dest, *stag, *source, *rtag, cmx_px.Comm_f2c(*comm), cmx_f_status(status, &st));
+	cmx_f_status_back(status, &st, rc);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_sendrecv_replace_(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv_replace(&next, "mpi_sendrecv_replace_", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_sendrecv_replace__(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv_replace(&next, "mpi_sendrecv_replace__", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void mpi_sendrecv_replace(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv_replace(&next, "mpi_sendrecv_replace", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+}
+CMX_EXPORT void MPI_SENDRECV_REPLACE(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+{
+	static void *next;
+	f_Sendrecv_replace(&next, "MPI_SENDRECV_REPLACE", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
 }
 

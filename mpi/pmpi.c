@@ -335,6 +335,7 @@ static void resolve_pmpi(void)
 	RESOLVE(Comm_f2c);
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
+	RESOLVE(Status_c2f);
 	RESOLVE(Comm_set_info);
 	RESOLVE(Comm_dup_with_info);
 	RESOLVE(Info_get);

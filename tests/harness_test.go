@@ -94,7 +94,7 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 	}
 	dst := filepath.Join(buildDir, m.name+"-"+out)
 	dir, compiler := "c", m.mpicc
-	if strings.HasSuffix(src, ".f90") {
+	if strings.HasSuffix(strings.ToLower(src), ".f90") { // .F90: preprocessed
 		dir, compiler = "f", fortranCompiler(m)
 	}
 	args := []string{"-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", dir, src)}

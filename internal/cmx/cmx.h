@@ -201,6 +201,7 @@ typedef struct {
 	cmx_h (*Comm_f2c)(int);
 	cmx_h (*Type_f2c)(int);
 	cmx_h (*Op_f2c)(int);
+	int (*Status_c2f)(const void *, int *);
 	/* the collmux_overlap info key (capi/overlap.c); Info_get_string is MPI-4 */
 	int (*Comm_set_info)(cmx_h, cmx_h);
 	int (*Comm_dup_with_info)(cmx_h, cmx_h, void *);
@@ -308,6 +309,11 @@ int cmx_after_init(int rc);            /* what MPI_Init does after the real one 
 int cmx_fortran_direct(void);                     /* convert and call collmux's C entry points (Open MPI) */
 void *cmx_fortran_next(void **next, const char *sym); /* the MPI's own Fortran function sym, looked up once */
 void *cmx_f_buf(void *p);                         /* Fortran MPI_IN_PLACE / MPI_BOTTOM to C */
+typedef struct {
+	uint64_t w[8];
+} cmx_f_status_t;                                       /* room for any ABI's MPI_Status */
+void *cmx_f_status(int *f, cmx_f_status_t *c);          /* the C status a call fills for Fortran status f */
+void cmx_f_status_back(int *f, cmx_f_status_t *c, int rc); /* c into f, unless f is MPI_STATUS_IGNORE */
 int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handler, return it */
 /* Which node rank of size sits on, as a string: the host name, or a
  * pretended node under COLLMUX_TOPO_OVERRIDE=N (tests). */

@@ -27,6 +27,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"collmux/mpi"
@@ -454,6 +455,23 @@ var fortranArg = map[string]struct{ ctype, expr string }{
 	"scounts": {"const int *", "%s"}, "rcounts": {"const int *", "%s"}, "sdispls": {"const int *", "%s"}, "rdispls": {"const int *", "%s"},
 	"dtype": {"int *", "cmx_px.Type_f2c(*%s)"}, "stype": {"int *", "cmx_px.Type_f2c(*%s)"}, "rtype": {"int *", "cmx_px.Type_f2c(*%s)"},
 	"op": {"int *", "cmx_px.Op_f2c(*%s)"}, "comm": {"int *", "cmx_px.Comm_f2c(*%s)"},
+	"dest": {"int *", "*%s"}, "source": {"int *", "*%s"}, "tag": {"int *", "*%s"}, "stag": {"int *", "*%s"}, "rtag": {"int *", "*%s"},
+	// a C status the call fills, converted back after it (fortran.c)
+	"status": {"int *", "cmx_f_status(%s, &st)"},
+}
+
+// fortranFamily: the families whose blocking functions have Fortran
+// entry points: the collectives (but the neighborhood ones and
+// Alltoallw) and blocking point-to-point (no probes, no matched receives:
+// their MPI_Message handles would need converting too).
+func fortranFamily(c coll) bool {
+	if c.form != 'b' {
+		return false
+	}
+	if c.p2p {
+		return (c.family == "send" || c.family == "recv" || c.family == "sendrecv") && !slices.Contains(c.params, "msg")
+	}
+	return c.class() == "CMX_CLASS_COLLECTIVE" && !strings.HasPrefix(c.name, "Neighbor_") && c.name != "Alltoallw"
 }
 
 // FortranNames are the symbols Fortran compilers call for an MPI function
@@ -472,7 +490,7 @@ func FortranNames(name string) []string {
 func genFortran(all []coll) []byte {
 	var colls []coll
 	for _, c := range all {
-		if c.form == 'b' && c.class() == "CMX_CLASS_COLLECTIVE" && !strings.HasPrefix(c.name, "Neighbor_") && c.name != "Alltoallw" {
+		if fortranFamily(c) {
 			colls = append(colls, c)
 		}
 	}
@@ -499,7 +517,15 @@ func genFortran(all []coll) []byte {
 		fmt.Fprintf(&b, "static void f_%s(void **next, const char *sym, %s)\n{\n", c.name, strings.Join(fdecl, ", "))
 		fmt.Fprintf(&b, "\tif (!cmx_fortran_direct()) {\n\t\t((void (*)(%s))cmx_fortran_next(next, sym))(%s);\n\t\treturn;\n\t}\n",
 			strings.Join(ftypes, ", "), strings.Join(fargs, ", "))
-		fmt.Fprintf(&b, "\tint rc = MPI_%s(%s);\n\tif (ierr)\n\t\t*ierr = rc;\n}\n", c.name, strings.Join(cargs, ", "))
+		status := slices.Contains(c.params, "status")
+		if status {
+			b.WriteString("\tcmx_f_status_t st;\n")
+		}
+		fmt.Fprintf(&b, "\tint rc = MPI_%s(%s);\n", c.name, strings.Join(cargs, ", "))
+		if status {
+			b.WriteString("\tcmx_f_status_back(status, &st, rc);\n")
+		}
+		b.WriteString("\tif (ierr)\n\t\t*ierr = rc;\n}\n")
 		for _, sym := range FortranNames(c.name) {
 			fmt.Fprintf(&b, "CMX_EXPORT void %s(%s)\n{\n\tstatic void *next;\n\tf_%s(&next, \"%s\", %s);\n}\n", sym, strings.Join(fdecl, ", "), c.name, sym, strings.Join(fargs, ", "))
 		}

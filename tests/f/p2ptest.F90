@@ -1,0 +1,140 @@
+! fp2ptest: blocking point-to-point from Fortran (`use mpi`): Send, Ssend,
+! Bsend and Recv around a ring, with MPI_ANY_SOURCE / MPI_ANY_TAG and the
+! status they fill (source, tag, MPI_Get_count), MPI_STATUS_IGNORE,
+! Sendrecv and Sendrecv_replace. Built with -DCOLLTEST_CUDA every message
+! buffer is device memory (cudaMalloc through C interop), as a CUDA
+! Fortran code's would be. Rank 0 prints one line per check, so that runs
+! with and without collmux compare byte for byte.
+program fp2ptest
+  use mpi
+  use iso_c_binding
+  implicit none
+  integer, parameter :: n = 1000
+  integer :: ierr, rank, np, next, prev, cnt, fails, total
+  integer :: st(MPI_STATUS_SIZE)
+  integer, pointer :: sb(:), rb(:)
+  integer, allocatable, target :: h(:)
+  integer, allocatable :: bsendbuf(:)
+  character(len=40) :: what
+#ifdef COLLTEST_CUDA
+  interface
+    integer(c_int) function cudaMalloc(p, bytes) bind(C, name="cudaMalloc")
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr) :: p
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function cudaMemcpy(dst, src, bytes, kind) bind(C, name="cudaMemcpy")
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: dst, src
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: kind
+    end function
+  end interface
+  type(c_ptr) :: ds, dr
+#endif
+
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, np, ierr)
+  next = mod(rank + 1, np)
+  prev = mod(rank - 1 + np, np)
+  fails = 0
+  allocate(h(n))
+#ifdef COLLTEST_CUDA
+  ierr = cudaMalloc(ds, int(4 * n, c_size_t))
+  ierr = cudaMalloc(dr, int(4 * n, c_size_t))
+  call c_f_pointer(ds, sb, [n])
+  call c_f_pointer(dr, rb, [n])
+#else
+  allocate(sb(n), rb(n))
+#endif
+
+  ! Send / Recv with wildcards: the status says who and what
+  call put(sb, 1)
+  if (mod(rank, 2) == 0) then
+    call MPI_Send(sb, n - rank, MPI_INTEGER, next, 10 + rank, MPI_COMM_WORLD, ierr)
+    call MPI_Recv(rb, n, MPI_INTEGER, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, st, ierr)
+  else
+    call MPI_Recv(rb, n, MPI_INTEGER, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, st, ierr)
+    call MPI_Send(sb, n - rank, MPI_INTEGER, next, 10 + rank, MPI_COMM_WORLD, ierr)
+  end if
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check('send/recv', 1, prev, n - prev)
+  call check_status('send/recv status', st(MPI_SOURCE) == prev .and. st(MPI_TAG) == 10 + prev .and. cnt == n - prev)
+
+  ! Ssend, even ranks first; the receive ignores its status
+  call put(sb, 2)
+  if (mod(rank, 2) == 0) then
+    call MPI_Ssend(sb, n, MPI_INTEGER, next, 20, MPI_COMM_WORLD, ierr)
+    call MPI_Recv(rb, n, MPI_INTEGER, prev, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  else
+    call MPI_Recv(rb, n, MPI_INTEGER, prev, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+    call MPI_Ssend(sb, n, MPI_INTEGER, next, 20, MPI_COMM_WORLD, ierr)
+  end if
+  call check('ssend', 2, prev, n)
+
+  ! Bsend through an attached buffer
+  allocate(bsendbuf(n + 1000))
+  call MPI_Buffer_attach(bsendbuf, 4 * (n + 1000), ierr)
+  call put(sb, 3)
+  call MPI_Bsend(sb, n, MPI_INTEGER, next, 30, MPI_COMM_WORLD, ierr)
+  call MPI_Recv(rb, n, MPI_INTEGER, prev, 30, MPI_COMM_WORLD, st, ierr)
+  call MPI_Buffer_detach(bsendbuf, cnt, ierr)
+  call check('bsend', 3, prev, n)
+
+  ! Sendrecv and Sendrecv_replace
+  call put(sb, 4)
+  call MPI_Sendrecv(sb, n, MPI_INTEGER, next, 40, rb, n, MPI_INTEGER, prev, 40, MPI_COMM_WORLD, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check('sendrecv', 4, prev, n)
+  call check_status('sendrecv status', st(MPI_SOURCE) == prev .and. st(MPI_TAG) == 40 .and. cnt == n)
+  call put(rb, 5)
+  call MPI_Sendrecv_replace(rb, n, MPI_INTEGER, next, 50, prev, 50, MPI_COMM_WORLD, st, ierr)
+  call check('sendrecv_replace', 5, prev, n)
+
+  call MPI_Reduce(fails, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
+  if (rank == 0) print '(a,i0,a,i0,a)', 'fp2ptest: ', np, ' ranks, ', total, ' failures'
+  call MPI_Finalize(ierr)
+
+contains
+
+  ! b(i) = 1000 * rank + 100 * k + i, written wherever b lives
+  subroutine put(b, k)
+    integer, pointer :: b(:)
+    integer, intent(in) :: k
+    integer :: i
+    h = [(1000 * rank + 100 * k + i, i = 1, n)]
+#ifdef COLLTEST_CUDA
+    ierr = cudaMemcpy(c_loc(b), c_loc(h), int(4 * n, c_size_t), 1)
+#else
+    b = h
+#endif
+  end subroutine
+
+  ! rb holds m values put(., k) by rank `from`
+  subroutine check(name, k, from, m)
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: k, from, m
+    integer :: i, bad
+#ifdef COLLTEST_CUDA
+    ierr = cudaMemcpy(c_loc(h), c_loc(rb), int(4 * n, c_size_t), 2)
+#else
+    h = rb
+#endif
+    bad = 0
+    do i = 1, m
+      if (h(i) /= 1000 * from + 100 * k + i) bad = bad + 1
+    end do
+    call check_status(name, bad == 0)
+  end subroutine
+
+  subroutine check_status(name, ok)
+    character(len=*), intent(in) :: name
+    logical, intent(in) :: ok
+    logical :: all
+    call MPI_Allreduce(ok, all, 1, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD, ierr)
+    if (.not. ok) fails = fails + 1
+    what = name
+    if (rank == 0) print '(a,1x,l1)', trim(what), all
+  end subroutine
+end program
