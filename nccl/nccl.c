@@ -435,7 +435,17 @@ done:
 	return r;
 }
 
-static int event_poll(void *event, uint64_t v) { return (void)v, cmx_cuda_event_done(event); }
+/* A nonblocking call's request: done once the stream passes its event;
+ * failed once COLLMUX_TIMEOUT has passed since the call was queued at
+ * `start` (a peer that never joins would otherwise leave MPI_Wait waiting
+ * forever). Its NCCL kernels may still wait on the device: the next
+ * blocking call on the communicator finds them in its wait_stream, which
+ * aborts the NCCL communicator. */
+static int event_poll(void *event, uint64_t start)
+{
+	int d = cmx_cuda_event_done(event);
+	return d == 0 && cmx_now_ns() - start > (uint64_t)cmx_cfg.timeout * 1000000000ull ? -1 : d;
+}
 
 enum { NCCL_IN_PROGRESS = 7, WAIT_TIMEOUT = -3 };
 
@@ -498,7 +508,7 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (r == 0 && async) {
 		/* the request completes once the stream passes this event */
 		void *ev = cmx_cuda_event_after(c->stream);
-		if (ev && cmx_req_device(a, event_poll, ev, 0, cmx_cuda_event_free) == 0) {
+		if (ev && cmx_req_device(a, event_poll, ev, cmx_now_ns(), cmx_cuda_event_free) == 0) {
 			*rc = 0;
 			return 1;
 		}

@@ -231,7 +231,8 @@ if [ "$NGPU" -ge 2 ]; then
   # the fused kernel's watchdog; the arrival gate (MPI_THREAD_MULTIPLE) of either backend
   # NCCL single: no gate; the stream is polled against the timeout and
   # the NCCL communicator aborted (it cannot know which rank is missing)
-  for mode in "fused single" "fused multiple" "nccl multiple" "nccl single"; do
+  # NCCL nonblocking: the request fails once COLLMUX_TIMEOUT has passed
+  for mode in "fused single" "fused multiple" "nccl multiple" "nccl single" "nccl nonblocking" "fused nonblocking"; do
     set -- $mode
     start=$(date +%s)
     timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" -x COLLMUX_TIMEOUT=3 $B/hang $2 > $B/hang.out 2>&1
@@ -239,6 +240,7 @@ if [ "$NGPU" -ge 2 ]; then
     grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
     said="ranks 1 did not arrive"
     [ "$mode" = "nccl single" ] && said="NCCL did not complete within COLLMUX_TIMEOUT=3 s"
+    [ "$2" = nonblocking ] && said="the device work of this nonblocking call failed"
     [ $rc != 124 ] && grep -q "$said" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
     result $? "watchdog ($mode): a call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3: $said ($(( $(date +%s) - start )) s)"
   done

@@ -4,6 +4,8 @@
  * set, collmux must turn the second call into an error on the other ranks,
  * naming rank 1, instead of hanging: the fused kernel's own watchdog, or,
  * with the argument "multiple" (MPI_THREAD_MULTIPLE), the arrival gate.
+ * With "nonblocking" the second call is MPI_Iallreduce and MPI_Wait: its
+ * request must complete with an error within the timeout.
  */
 #include <mpi.h>
 #include <string.h>
@@ -24,7 +26,13 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaMemset(dev, 0, 64 * sizeof(float)));
 	int rc = MPI_Allreduce(MPI_IN_PLACE, dev, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 	printf("hang: rank %d: first allreduce %s\n", rank, rc == MPI_SUCCESS ? "ok" : "failed");
-	if (rank != 1) {
+	if (rank != 1 && argc > 1 && strcmp(argv[1], "nonblocking") == 0) {
+		MPI_Request req;
+		rc = MPI_Iallreduce(MPI_IN_PLACE, dev, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+		printf("hang: rank %d: second allreduce returned %s\n", rank, rc == MPI_SUCCESS ? "success" : "an error");
+	} else if (rank != 1) {
 		rc = MPI_Allreduce(MPI_IN_PLACE, dev, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		printf("hang: rank %d: second allreduce returned %s\n", rank, rc == MPI_SUCCESS ? "success" : "an error");
 	}
