@@ -167,22 +167,22 @@ var Datatypes = []Datatype{
 	{"MPI_UINT32_T", KindUint32, 4, 0x4c00043d, 0x251, "ompi_mpi_uint32_t"},
 	{"MPI_INT64_T", KindInt64, 8, 0x4c00083a, 0x258, "ompi_mpi_int64_t"},
 	{"MPI_UINT64_T", KindUint64, 8, 0x4c00083e, 0x259, "ompi_mpi_uint64_t"},
-	{"MPI_AINT", KindInt64, 8, 0x4c000843, 0, "ompi_mpi_aint"},
-	{"MPI_OFFSET", KindInt64, 8, 0x4c000844, 0, "ompi_mpi_offset"},
-	{"MPI_COUNT", KindInt64, 8, 0x4c000845, 0, "ompi_mpi_count"},
+	{"MPI_AINT", KindInt64, 8, 0x4c000843, 0x201, "ompi_mpi_aint"},
+	{"MPI_OFFSET", KindInt64, 8, 0x4c000844, 0x203, "ompi_mpi_offset"},
+	{"MPI_COUNT", KindInt64, 8, 0x4c000845, 0x202, "ompi_mpi_count"},
 	{"MPI_C_BOOL", KindBool, 1, 0x4c00013f, 0x238, "ompi_mpi_c_bool"},
 	{"MPI_FLOAT", KindFloat32, 4, 0x4c00040a, 0x210, "ompi_mpi_float"},
 	// Fortran types (default INTEGER and REAL of 4 bytes), for Fortran
-	// programs with device buffers; their MPI-5 ABI values are not recorded
-	{"MPI_INTEGER", KindInt32, 4, 0x4c00041b, 0, "ompi_mpi_integer"},
-	{"MPI_INTEGER1", KindInt8, 1, 0x4c00012d, 0, "ompi_mpi_integer1"},
-	{"MPI_INTEGER2", KindInt16, 2, 0x4c00022f, 0, "ompi_mpi_integer2"},
-	{"MPI_INTEGER4", KindInt32, 4, 0x4c000430, 0, "ompi_mpi_integer4"},
-	{"MPI_INTEGER8", KindInt64, 8, 0x4c000831, 0, "ompi_mpi_integer8"},
-	{"MPI_REAL", KindFloat32, 4, 0x4c00041c, 0, "ompi_mpi_real"},
-	{"MPI_REAL4", KindFloat32, 4, 0x4c000427, 0, "ompi_mpi_real4"},
-	{"MPI_REAL8", KindFloat64, 8, 0x4c000829, 0, "ompi_mpi_real8"},
-	{"MPI_DOUBLE_PRECISION", KindFloat64, 8, 0x4c00081f, 0, "ompi_mpi_dblprec"},
+	// programs with device buffers (and C programs passing them)
+	{"MPI_INTEGER", KindInt32, 4, 0x4c00041b, 0x219, "ompi_mpi_integer"},
+	{"MPI_INTEGER1", KindInt8, 1, 0x4c00012d, 0x2c1, "ompi_mpi_integer1"},
+	{"MPI_INTEGER2", KindInt16, 2, 0x4c00022f, 0x2c9, "ompi_mpi_integer2"},
+	{"MPI_INTEGER4", KindInt32, 4, 0x4c000430, 0x2d1, "ompi_mpi_integer4"},
+	{"MPI_INTEGER8", KindInt64, 8, 0x4c000831, 0x2d9, "ompi_mpi_integer8"},
+	{"MPI_REAL", KindFloat32, 4, 0x4c00041c, 0x21a, "ompi_mpi_real"},
+	{"MPI_REAL4", KindFloat32, 4, 0x4c000427, 0x2d2, "ompi_mpi_real4"},
+	{"MPI_REAL8", KindFloat64, 8, 0x4c000829, 0x2da, "ompi_mpi_real8"},
+	{"MPI_DOUBLE_PRECISION", KindFloat64, 8, 0x4c00081f, 0x21c, "ompi_mpi_dblprec"},
 	{"MPI_DOUBLE", KindFloat64, 8, 0x4c00080b, 0x214, "ompi_mpi_double"},
 	{"MPI_LONG_DOUBLE", KindLongDouble, 16, 0x4c00100c, 0x220, "ompi_mpi_long_double"},
 	{"MPIX_C_FLOAT16", KindFloat16, 2, 0x4c000246, 0, ""},
@@ -246,12 +246,14 @@ type Constants struct {
 	Cart, Graph, DistGraph int32
 }
 
-// ABIConstants gives the Constants of each ABI.
+// ABIConstants gives the Constants of each ABI. The standard ABI's are the
+// MPI-5.0 mpi.h's (MPICH 5.0.2's, synced with the MPI Forum's
+// mpi_abi.h), checked against that header by TestWorldABIConstants.
 var ABIConstants = map[ABI]Constants{
 	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, InfoNull: 0x1c000000, Root: -3, ProcNull: -1, ErrOther: 15,
 		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3},
-	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -3, ProcNull: -2, ErrOther: 16,
-		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 203, Graph: 201, DistGraph: 202},
+	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -4, ProcNull: -3, ErrOther: 16,
+		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 211, Graph: 212, DistGraph: 213},
 	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3},
 }
 

@@ -26,20 +26,20 @@ const cmx_predef cmx_predef_dtypes[] = {
 	{"MPI_UINT32_T", "ompi_mpi_uint32_t", 0x4c00043d, 0x251, CMX_KIND_UINT32, 4},
 	{"MPI_INT64_T", "ompi_mpi_int64_t", 0x4c00083a, 0x258, CMX_KIND_INT64, 8},
 	{"MPI_UINT64_T", "ompi_mpi_uint64_t", 0x4c00083e, 0x259, CMX_KIND_UINT64, 8},
-	{"MPI_AINT", "ompi_mpi_aint", 0x4c000843, 0x0, CMX_KIND_INT64, 8},
-	{"MPI_OFFSET", "ompi_mpi_offset", 0x4c000844, 0x0, CMX_KIND_INT64, 8},
-	{"MPI_COUNT", "ompi_mpi_count", 0x4c000845, 0x0, CMX_KIND_INT64, 8},
+	{"MPI_AINT", "ompi_mpi_aint", 0x4c000843, 0x201, CMX_KIND_INT64, 8},
+	{"MPI_OFFSET", "ompi_mpi_offset", 0x4c000844, 0x203, CMX_KIND_INT64, 8},
+	{"MPI_COUNT", "ompi_mpi_count", 0x4c000845, 0x202, CMX_KIND_INT64, 8},
 	{"MPI_C_BOOL", "ompi_mpi_c_bool", 0x4c00013f, 0x238, CMX_KIND_BOOL, 1},
 	{"MPI_FLOAT", "ompi_mpi_float", 0x4c00040a, 0x210, CMX_KIND_FLOAT32, 4},
-	{"MPI_INTEGER", "ompi_mpi_integer", 0x4c00041b, 0x0, CMX_KIND_INT32, 4},
-	{"MPI_INTEGER1", "ompi_mpi_integer1", 0x4c00012d, 0x0, CMX_KIND_INT8, 1},
-	{"MPI_INTEGER2", "ompi_mpi_integer2", 0x4c00022f, 0x0, CMX_KIND_INT16, 2},
-	{"MPI_INTEGER4", "ompi_mpi_integer4", 0x4c000430, 0x0, CMX_KIND_INT32, 4},
-	{"MPI_INTEGER8", "ompi_mpi_integer8", 0x4c000831, 0x0, CMX_KIND_INT64, 8},
-	{"MPI_REAL", "ompi_mpi_real", 0x4c00041c, 0x0, CMX_KIND_FLOAT32, 4},
-	{"MPI_REAL4", "ompi_mpi_real4", 0x4c000427, 0x0, CMX_KIND_FLOAT32, 4},
-	{"MPI_REAL8", "ompi_mpi_real8", 0x4c000829, 0x0, CMX_KIND_FLOAT64, 8},
-	{"MPI_DOUBLE_PRECISION", "ompi_mpi_dblprec", 0x4c00081f, 0x0, CMX_KIND_FLOAT64, 8},
+	{"MPI_INTEGER", "ompi_mpi_integer", 0x4c00041b, 0x219, CMX_KIND_INT32, 4},
+	{"MPI_INTEGER1", "ompi_mpi_integer1", 0x4c00012d, 0x2c1, CMX_KIND_INT8, 1},
+	{"MPI_INTEGER2", "ompi_mpi_integer2", 0x4c00022f, 0x2c9, CMX_KIND_INT16, 2},
+	{"MPI_INTEGER4", "ompi_mpi_integer4", 0x4c000430, 0x2d1, CMX_KIND_INT32, 4},
+	{"MPI_INTEGER8", "ompi_mpi_integer8", 0x4c000831, 0x2d9, CMX_KIND_INT64, 8},
+	{"MPI_REAL", "ompi_mpi_real", 0x4c00041c, 0x21a, CMX_KIND_FLOAT32, 4},
+	{"MPI_REAL4", "ompi_mpi_real4", 0x4c000427, 0x2d2, CMX_KIND_FLOAT32, 4},
+	{"MPI_REAL8", "ompi_mpi_real8", 0x4c000829, 0x2da, CMX_KIND_FLOAT64, 8},
+	{"MPI_DOUBLE_PRECISION", "ompi_mpi_dblprec", 0x4c00081f, 0x21c, CMX_KIND_FLOAT64, 8},
 	{"MPI_DOUBLE", "ompi_mpi_double", 0x4c00080b, 0x214, CMX_KIND_FLOAT64, 8},
 	{"MPI_LONG_DOUBLE", "ompi_mpi_long_double", 0x4c00100c, 0x220, CMX_KIND_LONGDOUBLE, 16},
 	{"MPIX_C_FLOAT16", "", 0x4c000246, 0x0, CMX_KIND_FLOAT16, 2},
@@ -91,5 +91,5 @@ const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND] = {
 };
 
 const cmx_abi_consts cmx_consts_mpich = {-1, 0x44000000, 0x44000001, 0x4000000, 0xc000000, 0x18000000, 0x1c000000, -3, -1, 15, 0x2c000000, 1, 20, 2, 1, 3};
-const cmx_abi_consts cmx_consts_mpi_abi = {1, 0x101, 0x102, 0x100, 0x200, 0x20, 0x130, -3, -2, 16, 0x180, 0, 32, 203, 201, 202};
+const cmx_abi_consts cmx_consts_mpi_abi = {1, 0x101, 0x102, 0x100, 0x200, 0x20, 0x130, -4, -3, 16, 0x180, 0, 32, 211, 212, 213};
 const cmx_abi_consts cmx_consts_openmpi = {1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, -4, -2, 16, 0x0, 0, 24, 1, 2, 3};

@@ -1,33 +1,66 @@
 #!/bin/sh
-# mpi-world.sh: a second real-MPI world, Debian 13 ("trixie") with Open MPI
-# 5.0.x and MPICH 4.2.x, in a chroot, to run collmux's tests against.
+# mpi-world.sh: more real-MPI worlds in chroots, to run collmux's tests
+# against: Debian 13 ("trixie") with Open MPI 5.0.x and MPICH 4.2.x, and,
+# with --abi, Debian unstable ("sid") with MPICH 5.0.x, whose packages are
+# built with --enable-mpi-abi and so also hold the MPI-5 standard ABI's
+# libmpi_abi.so.1 (compile with `mpicc.mpich -mpi-abi`, launch with
+# mpirun.mpich). No Debian release packages an ABI build (trixie's MPICH is
+# 4.2.1, which predates it), and sid's packages need sid's libraries
+# (hwloc 2.15, UCC, Level Zero), hence a world of its own.
 #
-#   scripts/mpi-world.sh [build]     build the world once (cached), then exit
-#   scripts/mpi-world.sh path        print the world's directory if it is built
-#   scripts/mpi-world.sh run -- CMD  run CMD inside the world, in the current
-#                                    directory, with the repository bind-mounted
-#                                    at the same path (so build/libcollmux.so,
-#                                    built on the host, is there too)
+#   scripts/mpi-world.sh [--abi] [build]     build the world once (cached), then exit
+#   scripts/mpi-world.sh [--abi] path        print the world's directory if it is built
+#   scripts/mpi-world.sh [--abi] run -- CMD  run CMD inside the world, in the current
+#                                            directory, with the repository bind-mounted
+#                                            at the same path (so build/libcollmux.so,
+#                                            built on the host, is there too)
 #
-# The world lives in $COLLMUX_WORLD (default /var/cache/collmux-trixie). It
-# needs root (debootstrap, chroot, mount). Building takes a few minutes and
-# downloads from the mirror the host's apt sources name.
+# The worlds live in $COLLMUX_WORLD (default /var/cache/collmux-trixie) and
+# $COLLMUX_ABI_WORLD (default /var/cache/collmux-sid-abi). They need root
+# (debootstrap, chroot, mount). Building one takes a few minutes and
+# downloads from the mirror the host's apt sources name. sid moves: the
+# cached world keeps the versions of the day it was built (build prints
+# them; delete the directory to take newer ones).
 set -eu
 
-WORLD=${COLLMUX_WORLD:-/var/cache/collmux-trixie}
-SUITE=trixie
-PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev gcc libc6-dev make gfortran"
-STAMP=.collmux-world-ready
 REPO=$(cd "$(dirname "$0")/.." && pwd -P)
 
 die() { echo "mpi-world: $*" >&2; exit 1; }
 
 # Mounts are made in a private mount namespace of our own, so they vanish
 # with it and concurrent runs do not see (or unmount) each other's.
+if [ "${1:-}" = --abi ]; then cmd=${2:-build}; else cmd=${1:-build}; fi
 if [ -z "${MPI_WORLD_INNER:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 &&
-	[ "${1:-build}" != path ]; then
+	[ "$cmd" != path ]; then
 	MPI_WORLD_INNER=1 exec unshare --mount --propagation private "$0" "$@"
 fi
+
+if [ "${1:-}" = --abi ]; then
+	shift
+	WORLD=${COLLMUX_ABI_WORLD:-/var/cache/collmux-sid-abi}
+	SUITE=sid
+	PKGS="mpich libmpich-dev gcc libc6-dev make"
+	# sid's Release is re-signed daily with a week's validity: a mirror that
+	# is a dated snapshot serves one apt calls expired. Its signature is
+	# still checked; only its age is not.
+	APTOPTS="-o Acquire::Check-Valid-Until=false"
+	# libmpich-dev 5.0.2-2 links mpich/lib/libmpi_abi.so to a
+	# libmpi_abi_mpich.so no package ships, so `mpicc -mpi-abi` links the
+	# static libmpi_abi.a (and fails on its UCX and Level Zero references):
+	# the development link the package meant is made when missing
+	FIXUP='d=/usr/lib/x86_64-linux-gnu; if [ ! -e $d/libmpi_abi_mpich.so ]; then so=$(cd $d && ls libmpi_abi_mpich.so.*.*.* | head -n 1) && ln -s "$so" $d/libmpi_abi_mpich.so; fi'
+	# the ABI library must be there: a later sid MPICH built without it
+	# would otherwise pass for one
+	VERSIONS='set -e; mpichversion | head -n 2; readlink -f /usr/lib/x86_64-linux-gnu/libmpi_abi.so.1 && nm -D --defined-only /usr/lib/x86_64-linux-gnu/libmpi_abi.so.1 | grep -q " PMPI_Abi_get_version$"; readlink -e /usr/lib/x86_64-linux-gnu/mpich/lib/libmpi_abi.so; gcc --version | head -n 1'
+else
+	WORLD=${COLLMUX_WORLD:-/var/cache/collmux-trixie}
+	SUITE=trixie
+	PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev gcc libc6-dev make gfortran"
+	APTOPTS=""
+	FIXUP=true
+	VERSIONS='mpirun.openmpi --version | head -n 1; mpichversion | head -n 2; gcc --version | head -n 1'
+fi
+STAMP=.collmux-world-ready
 
 # trusted DIR: DIR is a directory owned by root and not writable by group or
 # others (so nobody else can have planted a root filesystem we chroot into).
@@ -100,8 +133,8 @@ build() {
 	system_mounts
 	echo "mpi-world: installing $PKGS" >&2
 	chroot "$WORLD" env DEBIAN_FRONTEND=noninteractive LC_ALL=C sh -c \
-		"apt-get update -qq && apt-get install -y -qq --no-install-recommends $PKGS openssh-client >/dev/null && apt-get clean"
-	chroot "$WORLD" sh -c 'mpirun.openmpi --version | head -n 1; mpichversion | head -n 2; gcc --version | head -n 1' >&2
+		"apt-get $APTOPTS update -qq && apt-get install -y -qq --no-install-recommends $PKGS openssh-client >/dev/null && apt-get clean && $FIXUP"
+	chroot "$WORLD" sh -c "$VERSIONS" >&2 || die "the MPIs of $SUITE are not what this world needs (above)"
 	unbind
 	echo "$PKGS" >"$WORLD/$STAMP"
 	echo "mpi-world: built in $(($(date +%s) - start)) s, $(du -sh "$WORLD" | cut -f1)" >&2
@@ -109,7 +142,7 @@ build() {
 
 runin() {
 	[ "$(id -u)" = 0 ] || die "running in the world needs root"
-	[ -f "$WORLD/$STAMP" ] || die "no world at $WORLD: run scripts/mpi-world.sh first"
+	[ -f "$WORLD/$STAMP" ] || die "no world at $WORLD: run scripts/mpi-world.sh $([ $SUITE = sid ] && echo '--abi ')first"
 	trusted "$WORLD" || die "$WORLD is not root-owned or is group/other writable; not trusting it"
 	[ $# -gt 0 ] || die "run: no command"
 	cwd=$(pwd -P)
@@ -136,5 +169,5 @@ run)
 	[ "${1:-}" = "--" ] && shift
 	runin "$@"
 	;;
-*) die "usage: $0 [build | path | run -- CMD...]" ;;
+*) die "usage: $0 [--abi] [build | path | run -- CMD...]" ;;
 esac
