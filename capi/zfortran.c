@@ -20,11 +20,32 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dty
 int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm);
 int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm);
 int MPI_Barrier(cmx_h comm);
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req);
+int MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm, void *req);
+int MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req);
+int MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req);
+int MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req);
+int MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, void *req);
+int MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req);
+int MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req);
+int MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req);
+int MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req);
+int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
+int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
+int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
+int MPI_Ibarrier(cmx_h comm, void *req);
 int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
 int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
 int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
 int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
+int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
 int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status);
+int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req);
 int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status);
 int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status);
 
@@ -524,6 +545,550 @@ CMX_EXPORT void MPI_BARRIER(int *comm, int *ierr)
 	f_Barrier(&next, "MPI_BARRIER", comm, ierr);
 }
 
+static void f_Iallreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iallreduce(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iallreduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallreduce(&next, "mpi_iallreduce_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallreduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallreduce(&next, "mpi_iallreduce__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallreduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallreduce(&next, "mpi_iallreduce", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IALLREDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallreduce(&next, "MPI_IALLREDUCE", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+
+static void f_Ireduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ireduce(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ireduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce(&next, "mpi_ireduce_", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce(&next, "mpi_ireduce__", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce(&next, "mpi_ireduce", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IREDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce(&next, "MPI_IREDUCE", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+}
+
+static void f_Ibcast(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ibcast(cmx_f_buf(buf), *count, cmx_px.Type_f2c(*dtype), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ibcast_(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibcast(&next, "mpi_ibcast_", buf, count, dtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibcast__(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibcast(&next, "mpi_ibcast__", buf, count, dtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibcast(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibcast(&next, "mpi_ibcast", buf, count, dtype, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IBCAST(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibcast(&next, "MPI_IBCAST", buf, count, dtype, root, comm, req, ierr);
+}
+
+static void f_Iallgather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iallgather(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iallgather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgather(&next, "mpi_iallgather_", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallgather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgather(&next, "mpi_iallgather__", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallgather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgather(&next, "mpi_iallgather", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IALLGATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgather(&next, "MPI_IALLGATHER", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+
+static void f_Iallgatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iallgatherv(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iallgatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgatherv(&next, "mpi_iallgatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallgatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgatherv(&next, "mpi_iallgatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iallgatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgatherv(&next, "mpi_iallgatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IALLGATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iallgatherv(&next, "MPI_IALLGATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+
+static void f_Igather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Igather(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_igather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igather(&next, "mpi_igather_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_igather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igather(&next, "mpi_igather__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_igather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igather(&next, "mpi_igather", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IGATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igather(&next, "MPI_IGATHER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+
+static void f_Igatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Igatherv(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_igatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igatherv(&next, "mpi_igatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_igatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igatherv(&next, "mpi_igatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_igatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igatherv(&next, "mpi_igatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IGATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Igatherv(&next, "MPI_IGATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+}
+
+static void f_Iscatter(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iscatter(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iscatter_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatter(&next, "mpi_iscatter_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscatter__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatter(&next, "mpi_iscatter__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscatter(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatter(&next, "mpi_iscatter", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_ISCATTER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatter(&next, "MPI_ISCATTER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+
+static void f_Iscatterv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iscatterv(cmx_f_buf(sbuf), scounts, sdispls, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iscatterv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatterv(&next, "mpi_iscatterv_", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscatterv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatterv(&next, "mpi_iscatterv__", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscatterv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatterv(&next, "mpi_iscatterv", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+CMX_EXPORT void MPI_ISCATTERV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscatterv(&next, "MPI_ISCATTERV", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+
+static void f_Ialltoall(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ialltoall(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ialltoall_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoall(&next, "mpi_ialltoall_", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ialltoall__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoall(&next, "mpi_ialltoall__", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ialltoall(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoall(&next, "mpi_ialltoall", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IALLTOALL(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoall(&next, "MPI_IALLTOALL", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+}
+
+static void f_Ialltoallv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ialltoallv(cmx_f_buf(sbuf), scounts, sdispls, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ialltoallv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoallv(&next, "mpi_ialltoallv_", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ialltoallv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoallv(&next, "mpi_ialltoallv__", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ialltoallv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoallv(&next, "mpi_ialltoallv", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IALLTOALLV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ialltoallv(&next, "MPI_IALLTOALLV", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+
+static void f_Ireduce_scatter(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ireduce_scatter(cmx_f_buf(sbuf), cmx_f_buf(rbuf), rcounts, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ireduce_scatter_(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter(&next, "mpi_ireduce_scatter_", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce_scatter__(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter(&next, "mpi_ireduce_scatter__", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce_scatter(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter(&next, "mpi_ireduce_scatter", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IREDUCE_SCATTER(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter(&next, "MPI_IREDUCE_SCATTER", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+}
+
+static void f_Ireduce_scatter_block(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ireduce_scatter_block(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ireduce_scatter_block_(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block_", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce_scatter_block__(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block__", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ireduce_scatter_block(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IREDUCE_SCATTER_BLOCK(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ireduce_scatter_block(&next, "MPI_IREDUCE_SCATTER_BLOCK", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+}
+
+static void f_Iscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iscan(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iscan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscan(&next, "mpi_iscan_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscan(&next, "mpi_iscan__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iscan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscan(&next, "mpi_iscan", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void MPI_ISCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iscan(&next, "MPI_ISCAN", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+
+static void f_Iexscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Iexscan(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_iexscan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iexscan(&next, "mpi_iexscan_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iexscan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iexscan(&next, "mpi_iexscan__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void mpi_iexscan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iexscan(&next, "mpi_iexscan", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IEXSCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Iexscan(&next, "MPI_IEXSCAN", sbuf, rbuf, count, dtype, op, comm, req, ierr);
+}
+
+static void f_Ibarrier(void **next, const char *sym, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(int *, int *, int *))cmx_fortran_next(next, sym))(comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ibarrier(cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ibarrier_(int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibarrier(&next, "mpi_ibarrier_", comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibarrier__(int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibarrier(&next, "mpi_ibarrier__", comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibarrier(int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibarrier(&next, "mpi_ibarrier", comm, req, ierr);
+}
+CMX_EXPORT void MPI_IBARRIER(int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibarrier(&next, "MPI_IBARRIER", comm, req, ierr);
+}
+
 static void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
@@ -648,6 +1213,142 @@ CMX_EXPORT void MPI_RSEND(void *sbuf, int *scount, int *stype, int *dest, int *t
 	f_Rsend(&next, "MPI_RSEND", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 
+static void f_Isend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Isend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_isend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Isend(&next, "mpi_isend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_isend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Isend(&next, "mpi_isend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_isend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Isend(&next, "mpi_isend", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_ISEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Isend(&next, "MPI_ISEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Issend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Issend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_issend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Issend(&next, "mpi_issend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_issend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Issend(&next, "mpi_issend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_issend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Issend(&next, "mpi_issend", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_ISSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Issend(&next, "MPI_ISSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Ibsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ibsend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ibsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibsend(&next, "mpi_ibsend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibsend(&next, "mpi_ibsend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ibsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibsend(&next, "mpi_ibsend", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IBSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ibsend(&next, "MPI_IBSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Irsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Irsend(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_irsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irsend(&next, "mpi_irsend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_irsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irsend(&next, "mpi_irsend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_irsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irsend(&next, "mpi_irsend", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IRSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irsend(&next, "MPI_IRSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
 static void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
@@ -679,6 +1380,40 @@ CMX_EXPORT void MPI_RECV(void *rbuf, int *rcount, int *rtype, int *source, int *
 {
 	static void *next;
 	f_Recv(&next, "MPI_RECV", rbuf, rcount, rtype, source, tag, comm, status, ierr);
+}
+
+static void f_Irecv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Irecv(cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *source, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_irecv_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irecv(&next, "mpi_irecv_", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_irecv__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irecv(&next, "mpi_irecv__", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_irecv(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irecv(&next, "mpi_irecv", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_IRECV(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Irecv(&next, "MPI_IRECV", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 
 static void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)

@@ -336,6 +336,8 @@ static void resolve_pmpi(void)
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
 	RESOLVE(Status_c2f);
+	RESOLVE(Request_c2f);
+	RESOLVE(Request_f2c);
 	RESOLVE(Comm_set_info);
 	RESOLVE(Comm_dup_with_info);
 	RESOLVE(Info_get);

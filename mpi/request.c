@@ -510,6 +510,8 @@ static inline int owns_any(void)
 	return __atomic_load_n(&live, __ATOMIC_RELAXED) != 0;
 }
 
+int cmx_req_owns_any(void) { return owns_any(); }
+
 CMX_EXPORT int MPI_Wait(void *req, void *status)
 {
 	if (CMX_LIKELY(!owns_any()))

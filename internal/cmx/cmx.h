@@ -202,6 +202,8 @@ typedef struct {
 	cmx_h (*Type_f2c)(int);
 	cmx_h (*Op_f2c)(int);
 	int (*Status_c2f)(const void *, int *);
+	int (*Request_c2f)(cmx_h);
+	cmx_h (*Request_f2c)(int);
 	/* the collmux_overlap info key (capi/overlap.c); Info_get_string is MPI-4 */
 	int (*Comm_set_info)(cmx_h, cmx_h);
 	int (*Comm_dup_with_info)(cmx_h, cmx_h, void *);
@@ -625,6 +627,7 @@ int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, 
 /* *a->req: a persistent call collmux runs itself, each start calling
  * start (the router) with the call in its nonblocking form */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *));
+int cmx_req_owns_any(void); /* collmux holds some request (cheap: one load) */
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
 
 /* ---- timelines (COLLMUX_TRACE, dispatch/trace.c) ---- */

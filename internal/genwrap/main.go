@@ -458,20 +458,24 @@ var fortranArg = map[string]struct{ ctype, expr string }{
 	"dest": {"int *", "*%s"}, "source": {"int *", "*%s"}, "tag": {"int *", "*%s"}, "stag": {"int *", "*%s"}, "rtag": {"int *", "*%s"},
 	// a C status the call fills, converted back after it (fortran.c)
 	"status": {"int *", "cmx_f_status(%s, &st)"},
+	// the C request a nonblocking call returns, converted for Fortran after it
+	"req": {"int *", "%.0s&creq"},
 }
 
-// fortranFamily: the families whose blocking functions have Fortran
-// entry points: the collectives (but the neighborhood ones and
-// Alltoallw) and blocking point-to-point (no probes, no matched receives:
-// their MPI_Message handles would need converting too).
+// fortranFamily: the functions that have Fortran entry points: the
+// collectives (but the neighborhood ones and Alltoallw) and
+// point-to-point sends and receives (no probes, no matched receives:
+// their MPI_Message handles would need converting too), blocking and
+// nonblocking; the requests of the nonblocking ones are completed by the
+// Fortran completion calls of fortran.c.
 func fortranFamily(c coll) bool {
-	if c.form != 'b' {
+	if c.form != 'b' && c.form != 'i' {
 		return false
 	}
 	if c.p2p {
 		return (c.family == "send" || c.family == "recv" || c.family == "sendrecv") && !slices.Contains(c.params, "msg")
 	}
-	return c.class() == "CMX_CLASS_COLLECTIVE" && !strings.HasPrefix(c.name, "Neighbor_") && c.name != "Alltoallw"
+	return c.class() == "CMX_CLASS_COLLECTIVE" && !strings.HasPrefix(c.family, "neighbor_") && c.family != "alltoallw"
 }
 
 // FortranNames are the symbols Fortran compilers call for an MPI function
@@ -517,13 +521,19 @@ func genFortran(all []coll) []byte {
 		fmt.Fprintf(&b, "static void f_%s(void **next, const char *sym, %s)\n{\n", c.name, strings.Join(fdecl, ", "))
 		fmt.Fprintf(&b, "\tif (!cmx_fortran_direct()) {\n\t\t((void (*)(%s))cmx_fortran_next(next, sym))(%s);\n\t\treturn;\n\t}\n",
 			strings.Join(ftypes, ", "), strings.Join(fargs, ", "))
-		status := slices.Contains(c.params, "status")
+		status, req := slices.Contains(c.params, "status"), slices.Contains(c.params, "req")
 		if status {
 			b.WriteString("\tcmx_f_status_t st;\n")
+		}
+		if req {
+			b.WriteString("\tcmx_h creq = 0;\n")
 		}
 		fmt.Fprintf(&b, "\tint rc = MPI_%s(%s);\n", c.name, strings.Join(cargs, ", "))
 		if status {
 			b.WriteString("\tcmx_f_status_back(status, &st, rc);\n")
+		}
+		if req {
+			b.WriteString("\tif (rc == 0)\n\t\t*req = cmx_px.Request_c2f(creq);\n")
 		}
 		b.WriteString("\tif (ierr)\n\t\t*ierr = rc;\n}\n")
 		for _, sym := range FortranNames(c.name) {

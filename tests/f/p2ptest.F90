@@ -1,7 +1,8 @@
-! fp2ptest: blocking point-to-point from Fortran (`use mpi`): Send, Ssend,
-! Bsend and Recv around a ring, with MPI_ANY_SOURCE / MPI_ANY_TAG and the
+! fp2ptest: point-to-point from Fortran (`use mpi`): Send, Ssend, Bsend
+! and Recv around a ring, with MPI_ANY_SOURCE / MPI_ANY_TAG and the
 ! status they fill (source, tag, MPI_Get_count), MPI_STATUS_IGNORE,
-! Sendrecv and Sendrecv_replace. Built with -DCOLLTEST_CUDA every message
+! Sendrecv and Sendrecv_replace; Isend and Irecv completed by MPI_Waitall,
+! MPI_Test, MPI_Waitany and MPI_Waitsome; an MPI_Iallreduce and MPI_Wait. Built with -DCOLLTEST_CUDA every message
 ! buffer is device memory (cudaMalloc through C interop), as a CUDA
 ! Fortran code's would be. Rank 0 prints one line per check, so that runs
 ! with and without collmux compare byte for byte.
@@ -11,7 +12,8 @@ program fp2ptest
   implicit none
   integer, parameter :: n = 1000
   integer :: ierr, rank, np, next, prev, cnt, fails, total
-  integer :: st(MPI_STATUS_SIZE)
+  integer :: st(MPI_STATUS_SIZE), sts(MPI_STATUS_SIZE, 2), reqs(2), idx(2), outc, k
+  logical :: flag
   integer, pointer :: sb(:), rb(:)
   integer, allocatable, target :: h(:)
   integer, allocatable :: bsendbuf(:)
@@ -91,6 +93,45 @@ program fp2ptest
   call put(rb, 5)
   call MPI_Sendrecv_replace(rb, n, MPI_INTEGER, next, 50, prev, 50, MPI_COMM_WORLD, st, ierr)
   call check('sendrecv_replace', 5, prev, n)
+
+  ! Isend / Irecv: Waitall with statuses
+  call put(sb, 6)
+  call MPI_Irecv(rb, n, MPI_INTEGER, prev, 60, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Isend(sb, n, MPI_INTEGER, next, 60, MPI_COMM_WORLD, reqs(2), ierr)
+  call MPI_Waitall(2, reqs, sts, ierr)
+  call check('isend/irecv waitall', 6, prev, n)
+  call check_status('waitall status', sts(MPI_SOURCE, 1) == prev .and. sts(MPI_TAG, 1) == 60 .and. &
+                    reqs(1) == MPI_REQUEST_NULL .and. reqs(2) == MPI_REQUEST_NULL)
+
+  ! MPI_Test until done, then MPI_Wait on the send
+  call put(sb, 7)
+  call MPI_Irecv(rb, n, MPI_INTEGER, MPI_ANY_SOURCE, 70, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Isend(sb, n, MPI_INTEGER, next, 70, MPI_COMM_WORLD, reqs(2), ierr)
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Test(reqs(1), flag, st, ierr)
+  end do
+  call MPI_Wait(reqs(2), MPI_STATUS_IGNORE, ierr)
+  call check('irecv test', 7, prev, n)
+  call check_status('test status', st(MPI_SOURCE) == prev .and. reqs(1) == MPI_REQUEST_NULL)
+
+  ! Waitany twice, then Waitsome on what is left (nothing)
+  call put(sb, 8)
+  call MPI_Irecv(rb, n, MPI_INTEGER, prev, 80, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Isend(sb, n, MPI_INTEGER, next, 80, MPI_COMM_WORLD, reqs(2), ierr)
+  idx = 0
+  do k = 1, 2
+    call MPI_Waitany(2, reqs, idx(k), st, ierr)
+  end do
+  call MPI_Waitsome(2, reqs, outc, idx, MPI_STATUSES_IGNORE, ierr)
+  call check('irecv waitany', 8, prev, n)
+  call check_status('waitany indices', outc == MPI_UNDEFINED .and. reqs(1) == MPI_REQUEST_NULL)
+
+  ! a nonblocking collective on device memory
+  call put(sb, 9)
+  call MPI_Iallreduce(sb, rb, n, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Wait(reqs(1), st, ierr)
+  call check('iallreduce wait', 9, np - 1, n)
 
   call MPI_Reduce(fails, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a,i0,a,i0,a)', 'fp2ptest: ', np, ' ranks, ', total, ' failures'
