@@ -121,10 +121,14 @@ static int sig_fold(cmx_h dtype, int depth, int *kind)
 	cmx_aint *aints = malloc(sizeof(cmx_aint) * (size_t)(na + 1));
 	cmx_h *types = malloc(sizeof(cmx_h) * (size_t)nd); /* wide enough for either ABI's handles */
 	const int got = ints && aints && types && cmx_px.Type_get_contents(dtype, ni, na, nd, ints, aints, types) == 0;
+	/* a struct (the one combiner with several types: count, then a block
+	 * length a type) leaves the types of its empty blocks out of its
+	 * signature, whatever the ABI numbers the combiner */
+	const int is_struct = got && nd > 1 && ni == nd + 1 && ints[0] == nd;
 	int ok = got;
 	for (int i = 0; got && i < nd; i++) {
 		const cmx_h part = cmx_type_at(types, i);
-		ok = ok && sig_fold(part, depth + 1, kind);
+		ok = ok && ((is_struct && ints[1 + i] == 0) || sig_fold(part, depth + 1, kind));
 		if (derived(part))
 			type_free(part);
 	}

@@ -116,6 +116,16 @@ static MPI_Datatype contig(int n)
 	return commit(t);
 }
 
+/* K ints and an empty block of floats: its signature is K ints alone */
+static MPI_Datatype ints_and_no_floats(void)
+{
+	int lens[2] = {K, 0};
+	MPI_Aint displs[2] = {0, (MPI_Aint)(K * sizeof(int))};
+	MPI_Datatype types[2] = {MPI_INT, MPI_FLOAT}, t;
+	MPI_Type_create_struct(2, lens, displs, types, &t);
+	return commit(t);
+}
+
 /* root 0 passes n of its type t, the others K ints */
 static void bcast_as(const char *name, int n, MPI_Datatype t)
 {
@@ -135,6 +145,9 @@ static void bcasts(int nonblocking)
 	if (!nonblocking) {
 		bcast_as("bcast contiguous", K / 3, c3);
 		bcast_as("bcast 2int", K / 2, MPI_2INT);
+		MPI_Datatype e = ints_and_no_floats();
+		bcast_as("bcast struct with an empty float block", 1, e);
+		MPI_Type_free(&e);
 	}
 	/* rank 1 receives every other int from root 0; then root 1 sends
 	 * every other int, which rank 0 receives so */
