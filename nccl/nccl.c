@@ -218,7 +218,9 @@ static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
 	const int v = a->coll == CMX_COLL_NEIGHBOR_ALLGATHERV || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
 	const int all = a->coll == CMX_COLL_NEIGHBOR_ALLTOALL || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
 	int nin, nout, cart, r = -1;
-	if (!ss || !rs || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW || cmx_peers(a, &nin, &nout) != 0)
+	/* a side with no neighbours moves nothing: its datatype, which may be
+	 * anything there, must not make this rank alone decline */
+	if (a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW || cmx_peers(a, &nin, &nout) != 0 || (nout && !ss) || (nin && !rs))
 		return -2;
 	int *src = malloc(sizeof(int) * (size_t)(nin + nout + 1)), *dst = src + nin;
 	if (!src || cmx_neighbors(a, nin, nout, src, dst, &cart) != 0) {
