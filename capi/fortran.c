@@ -26,7 +26,7 @@ int cmx_fortran_direct(void)
 	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
 		cmx_init();
 	return cmx_abi.abi == CMX_ABI_OPENMPI && !cmx_state.forward_only && cmx_px.Comm_f2c && cmx_px.Type_f2c && cmx_px.Op_f2c &&
-	       cmx_px.Status_c2f && cmx_px.Request_c2f && cmx_px.Request_f2c;
+	       cmx_px.Status_c2f && cmx_px.Request_c2f && cmx_px.Request_f2c && cmx_px.Info_f2c;
 }
 
 void *cmx_fortran_next(void **next, const char *sym)
@@ -137,7 +137,7 @@ void cmx_f_status_back(int *f, cmx_f_status_t *c, int rc)
 		cmx_px.Status_c2f(c, f);
 }
 
-/* ---- Fortran's completion calls (Open MPI) ----
+/* ---- Fortran's start and completion calls (Open MPI) ----
  * Under Open MPI a Fortran program's MPI_WAIT & co. call PMPI_* directly,
  * past collmux's request table: a request collmux owns (a nonblocking call
  * on device memory) would complete without its data copied back. While
@@ -154,6 +154,8 @@ int MPI_Waitsome(int, void *, int *, int *, void *);
 int MPI_Testsome(int, void *, int *, int *, void *);
 int MPI_Cancel(void *);
 int MPI_Request_free(void *);
+int MPI_Start(void *);
+int MPI_Startall(int, void *);
 
 static int own(void) { return cmx_fortran_direct() && cmx_req_owns_any(); }
 
@@ -371,6 +373,34 @@ static void f_request_free(void **next, const char *sym, int *req, int *ierr)
 	FDONE(rc);
 }
 
+/* A persistent request collmux made (on device memory, or a collective
+ * the MPI lacks) is started by collmux; the others by the MPI. */
+static void f_start(void **next, const char *sym, int *req, int *ierr)
+{
+	if (!own()) {
+		FNEXT(void (*)(int *, int *), req, ierr);
+		return;
+	}
+	cmx_h c = cmx_px.Request_f2c(*req);
+	FDONE(MPI_Start(&c));
+}
+
+static void f_startall(void **next, const char *sym, int *n, int *reqs, int *ierr)
+{
+	fset s;
+	if (!own()) {
+		FNEXT(void (*)(int *, int *, int *), n, reqs, ierr);
+		return;
+	}
+	if (!fset_in(&s, *n, reqs, NULL)) {
+		FDONE(cmx_abi.err_other);
+		return;
+	}
+	int rc = MPI_Startall(s.n, s.reqs);
+	fset_out(&s, reqs, NULL, NULL, 0);
+	FDONE(rc);
+}
+
 /* the four names Fortran compilers give a function (FortranNames in internal/genwrap) */
 #define F4(low, UP, decl, ...)                                                   \
 	CMX_EXPORT void mpi_##low##_ decl                                          \
@@ -404,3 +434,5 @@ F4(waitsome, WAITSOME, (int *n, int *reqs, int *outcount, int *indices, int *sta
 F4(testsome, TESTSOME, (int *n, int *reqs, int *outcount, int *indices, int *statuses, int *ierr), n, reqs, outcount, indices, statuses, ierr)
 F4(cancel, CANCEL, (int *req, int *ierr), req, ierr)
 F4(request_free, REQUEST_FREE, (int *req, int *ierr), req, ierr)
+F4(start, START, (int *req, int *ierr), req, ierr)
+F4(startall, STARTALL, (int *n, int *reqs, int *ierr), n, reqs, ierr)

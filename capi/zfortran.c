@@ -36,6 +36,22 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dt
 int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
 int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req);
 int MPI_Ibarrier(cmx_h comm, void *req);
+int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req);
+int MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req);
+int MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req);
+int MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Scatterv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req);
+int MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req);
+int MPI_Alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req);
+int MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req);
+int MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req);
+int MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req);
+int MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req);
+int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req);
 int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
 int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
 int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm);
@@ -44,8 +60,13 @@ int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_
 int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
 int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
 int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
+int MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req);
 int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status);
 int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req);
+int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req);
 int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status);
 int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status);
 
@@ -1089,6 +1110,550 @@ CMX_EXPORT void MPI_IBARRIER(int *comm, int *req, int *ierr)
 	f_Ibarrier(&next, "MPI_IBARRIER", comm, req, ierr);
 }
 
+static void f_Allreduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Allreduce_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_allreduce_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allreduce_init(&next, "mpi_allreduce_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allreduce_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allreduce_init(&next, "mpi_allreduce_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allreduce_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allreduce_init(&next, "mpi_allreduce_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_ALLREDUCE_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allreduce_init(&next, "MPI_ALLREDUCE_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+
+static void f_Reduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Reduce_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_reduce_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_init(&next, "mpi_reduce_init_", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_init(&next, "mpi_reduce_init__", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_init(&next, "mpi_reduce_init", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_REDUCE_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_init(&next, "MPI_REDUCE_INIT", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+}
+
+static void f_Bcast_init(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Bcast_init(cmx_f_buf(buf), *count, cmx_px.Type_f2c(*dtype), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_bcast_init_(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Bcast_init(&next, "mpi_bcast_init_", buf, count, dtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_bcast_init__(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Bcast_init(&next, "mpi_bcast_init__", buf, count, dtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_bcast_init(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Bcast_init(&next, "mpi_bcast_init", buf, count, dtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_BCAST_INIT(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Bcast_init(&next, "MPI_BCAST_INIT", buf, count, dtype, root, comm, info, req, ierr);
+}
+
+static void f_Allgather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Allgather_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_allgather_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgather_init(&next, "mpi_allgather_init_", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allgather_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgather_init(&next, "mpi_allgather_init__", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allgather_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgather_init(&next, "mpi_allgather_init", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_ALLGATHER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgather_init(&next, "MPI_ALLGATHER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+
+static void f_Allgatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Allgatherv_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_allgatherv_init_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgatherv_init(&next, "mpi_allgatherv_init_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allgatherv_init__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgatherv_init(&next, "mpi_allgatherv_init__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_allgatherv_init(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgatherv_init(&next, "mpi_allgatherv_init", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_ALLGATHERV_INIT(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Allgatherv_init(&next, "MPI_ALLGATHERV_INIT", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+
+static void f_Gather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Gather_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_gather_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gather_init(&next, "mpi_gather_init_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_gather_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gather_init(&next, "mpi_gather_init__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_gather_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gather_init(&next, "mpi_gather_init", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_GATHER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gather_init(&next, "MPI_GATHER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+
+static void f_Gatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Gatherv_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_gatherv_init_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gatherv_init(&next, "mpi_gatherv_init_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_gatherv_init__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gatherv_init(&next, "mpi_gatherv_init__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_gatherv_init(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gatherv_init(&next, "mpi_gatherv_init", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_GATHERV_INIT(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Gatherv_init(&next, "MPI_GATHERV_INIT", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+}
+
+static void f_Scatter_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Scatter_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_scatter_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatter_init(&next, "mpi_scatter_init_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scatter_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatter_init(&next, "mpi_scatter_init__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scatter_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatter_init(&next, "mpi_scatter_init", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_SCATTER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatter_init(&next, "MPI_SCATTER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+
+static void f_Scatterv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Scatterv_init(cmx_f_buf(sbuf), scounts, sdispls, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *root, cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_scatterv_init_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatterv_init(&next, "mpi_scatterv_init_", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scatterv_init__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatterv_init(&next, "mpi_scatterv_init__", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scatterv_init(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatterv_init(&next, "mpi_scatterv_init", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_SCATTERV_INIT(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scatterv_init(&next, "MPI_SCATTERV_INIT", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+}
+
+static void f_Alltoall_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Alltoall_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_alltoall_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoall_init(&next, "mpi_alltoall_init_", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_alltoall_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoall_init(&next, "mpi_alltoall_init__", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_alltoall_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoall_init(&next, "mpi_alltoall_init", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_ALLTOALL_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoall_init(&next, "MPI_ALLTOALL_INIT", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+}
+
+static void f_Alltoallv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Alltoallv_init(cmx_f_buf(sbuf), scounts, sdispls, cmx_px.Type_f2c(*stype), cmx_f_buf(rbuf), rcounts, rdispls, cmx_px.Type_f2c(*rtype), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_alltoallv_init_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoallv_init(&next, "mpi_alltoallv_init_", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_alltoallv_init__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoallv_init(&next, "mpi_alltoallv_init__", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_alltoallv_init(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoallv_init(&next, "mpi_alltoallv_init", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_ALLTOALLV_INIT(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Alltoallv_init(&next, "MPI_ALLTOALLV_INIT", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+}
+
+static void f_Reduce_scatter_init(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Reduce_scatter_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), rcounts, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_reduce_scatter_init_(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init_", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_scatter_init__(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init__", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_scatter_init(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_REDUCE_SCATTER_INIT(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_init(&next, "MPI_REDUCE_SCATTER_INIT", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+}
+
+static void f_Reduce_scatter_block_init(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Reduce_scatter_block_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_reduce_scatter_block_init_(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init_", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_scatter_block_init__(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init__", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_reduce_scatter_block_init(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_REDUCE_SCATTER_BLOCK_INIT(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Reduce_scatter_block_init(&next, "MPI_REDUCE_SCATTER_BLOCK_INIT", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+}
+
+static void f_Scan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Scan_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_scan_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scan_init(&next, "mpi_scan_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scan_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scan_init(&next, "mpi_scan_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_scan_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scan_init(&next, "mpi_scan_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_SCAN_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Scan_init(&next, "MPI_SCAN_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+
+static void f_Exscan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Exscan_init(cmx_f_buf(sbuf), cmx_f_buf(rbuf), *count, cmx_px.Type_f2c(*dtype), cmx_px.Op_f2c(*op), cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_exscan_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Exscan_init(&next, "mpi_exscan_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_exscan_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Exscan_init(&next, "mpi_exscan_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_exscan_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Exscan_init(&next, "mpi_exscan_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_EXSCAN_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Exscan_init(&next, "MPI_EXSCAN_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+}
+
+static void f_Barrier_init(void **next, const char *sym, int *comm, int *info, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(int *, int *, int *, int *))cmx_fortran_next(next, sym))(comm, info, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Barrier_init(cmx_px.Comm_f2c(*comm), cmx_px.Info_f2c(*info), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_barrier_init_(int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Barrier_init(&next, "mpi_barrier_init_", comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_barrier_init__(int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Barrier_init(&next, "mpi_barrier_init__", comm, info, req, ierr);
+}
+CMX_EXPORT void mpi_barrier_init(int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Barrier_init(&next, "mpi_barrier_init", comm, info, req, ierr);
+}
+CMX_EXPORT void MPI_BARRIER_INIT(int *comm, int *info, int *req, int *ierr)
+{
+	static void *next;
+	f_Barrier_init(&next, "MPI_BARRIER_INIT", comm, info, req, ierr);
+}
+
 static void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
@@ -1349,6 +1914,142 @@ CMX_EXPORT void MPI_IRSEND(void *sbuf, int *scount, int *stype, int *dest, int *
 	f_Irsend(&next, "MPI_IRSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
+static void f_Send_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Send_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_send_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Send_init(&next, "mpi_send_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_send_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Send_init(&next, "mpi_send_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_send_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Send_init(&next, "mpi_send_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_SEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Send_init(&next, "MPI_SEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Ssend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Ssend_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_ssend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ssend_init(&next, "mpi_ssend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ssend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ssend_init(&next, "mpi_ssend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_ssend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ssend_init(&next, "mpi_ssend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_SSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Ssend_init(&next, "MPI_SSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Bsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Bsend_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_bsend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Bsend_init(&next, "mpi_bsend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_bsend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Bsend_init(&next, "mpi_bsend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_bsend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Bsend_init(&next, "mpi_bsend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_BSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Bsend_init(&next, "MPI_BSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
+static void f_Rsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Rsend_init(cmx_f_buf(sbuf), *scount, cmx_px.Type_f2c(*stype), *dest, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_rsend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Rsend_init(&next, "mpi_rsend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_rsend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Rsend_init(&next, "mpi_rsend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_rsend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Rsend_init(&next, "mpi_rsend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_RSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Rsend_init(&next, "MPI_RSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
+}
+
 static void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
@@ -1414,6 +2115,40 @@ CMX_EXPORT void MPI_IRECV(void *rbuf, int *rcount, int *rtype, int *source, int 
 {
 	static void *next;
 	f_Irecv(&next, "MPI_IRECV", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+
+static void f_Recv_init(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	if (!cmx_fortran_direct()) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
+	cmx_h creq = 0;
+	int rc = MPI_Recv_init(cmx_f_buf(rbuf), *rcount, cmx_px.Type_f2c(*rtype), *source, *tag, cmx_px.Comm_f2c(*comm), &creq);
+	if (rc == 0)
+		*req = cmx_px.Request_c2f(creq);
+	if (ierr)
+		*ierr = rc;
+}
+CMX_EXPORT void mpi_recv_init_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Recv_init(&next, "mpi_recv_init_", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_recv_init__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Recv_init(&next, "mpi_recv_init__", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void mpi_recv_init(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Recv_init(&next, "mpi_recv_init", rbuf, rcount, rtype, source, tag, comm, req, ierr);
+}
+CMX_EXPORT void MPI_RECV_INIT(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+{
+	static void *next;
+	f_Recv_init(&next, "MPI_RECV_INIT", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 
 static void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)

@@ -338,6 +338,7 @@ static void resolve_pmpi(void)
 	RESOLVE(Status_c2f);
 	RESOLVE(Request_c2f);
 	RESOLVE(Request_f2c);
+	RESOLVE(Info_f2c);
 	RESOLVE(Comm_set_info);
 	RESOLVE(Comm_dup_with_info);
 	RESOLVE(Info_get);

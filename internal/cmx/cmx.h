@@ -204,6 +204,7 @@ typedef struct {
 	int (*Status_c2f)(const void *, int *);
 	int (*Request_c2f)(cmx_h);
 	cmx_h (*Request_f2c)(int);
+	cmx_h (*Info_f2c)(int);
 	/* the collmux_overlap info key (capi/overlap.c); Info_get_string is MPI-4 */
 	int (*Comm_set_info)(cmx_h, cmx_h);
 	int (*Comm_dup_with_info)(cmx_h, cmx_h, void *);

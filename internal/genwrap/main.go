@@ -454,7 +454,7 @@ var fortranArg = map[string]struct{ ctype, expr string }{
 	"count": {"int *", "*%s"}, "scount": {"int *", "*%s"}, "rcount": {"int *", "*%s"}, "root": {"int *", "*%s"},
 	"scounts": {"const int *", "%s"}, "rcounts": {"const int *", "%s"}, "sdispls": {"const int *", "%s"}, "rdispls": {"const int *", "%s"},
 	"dtype": {"int *", "cmx_px.Type_f2c(*%s)"}, "stype": {"int *", "cmx_px.Type_f2c(*%s)"}, "rtype": {"int *", "cmx_px.Type_f2c(*%s)"},
-	"op": {"int *", "cmx_px.Op_f2c(*%s)"}, "comm": {"int *", "cmx_px.Comm_f2c(*%s)"},
+	"op": {"int *", "cmx_px.Op_f2c(*%s)"}, "comm": {"int *", "cmx_px.Comm_f2c(*%s)"}, "info": {"int *", "cmx_px.Info_f2c(*%s)"},
 	"dest": {"int *", "*%s"}, "source": {"int *", "*%s"}, "tag": {"int *", "*%s"}, "stag": {"int *", "*%s"}, "rtag": {"int *", "*%s"},
 	// a C status the call fills, converted back after it (fortran.c)
 	"status": {"int *", "cmx_f_status(%s, &st)"},
@@ -465,13 +465,10 @@ var fortranArg = map[string]struct{ ctype, expr string }{
 // fortranFamily: the functions that have Fortran entry points: the
 // collectives (but the neighborhood ones and Alltoallw) and
 // point-to-point sends and receives (no probes, no matched receives:
-// their MPI_Message handles would need converting too), blocking and
-// nonblocking; the requests of the nonblocking ones are completed by the
-// Fortran completion calls of fortran.c.
+// their MPI_Message handles would need converting too), in every form;
+// the requests of the nonblocking and persistent ones are started and
+// completed by the Fortran calls of fortran.c.
 func fortranFamily(c coll) bool {
-	if c.form != 'b' && c.form != 'i' {
-		return false
-	}
 	if c.p2p {
 		return (c.family == "send" || c.family == "recv" || c.family == "sendrecv") && !slices.Contains(c.params, "msg")
 	}

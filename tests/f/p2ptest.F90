@@ -2,7 +2,9 @@
 ! and Recv around a ring, with MPI_ANY_SOURCE / MPI_ANY_TAG and the
 ! status they fill (source, tag, MPI_Get_count), MPI_STATUS_IGNORE,
 ! Sendrecv and Sendrecv_replace; Isend and Irecv completed by MPI_Waitall,
-! MPI_Test, MPI_Waitany and MPI_Waitsome; an MPI_Iallreduce and MPI_Wait. Built with -DCOLLTEST_CUDA every message
+! MPI_Test, MPI_Waitany and MPI_Waitsome; an MPI_Iallreduce and MPI_Wait;
+! persistent Send_init / Recv_init started twice by MPI_Startall and
+! MPI_Start, then freed. Built with -DCOLLTEST_CUDA every message
 ! buffer is device memory (cudaMalloc through C interop), as a CUDA
 ! Fortran code's would be. Rank 0 prints one line per check, so that runs
 ! with and without collmux compare byte for byte.
@@ -132,6 +134,24 @@ program fp2ptest
   call MPI_Iallreduce(sb, rb, n, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD, reqs(1), ierr)
   call MPI_Wait(reqs(1), st, ierr)
   call check('iallreduce wait', 9, np - 1, n)
+
+  ! persistent sends and receives, started twice
+  call MPI_Recv_init(rb, n, MPI_INTEGER, prev, 100, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Send_init(sb, n, MPI_INTEGER, next, 100, MPI_COMM_WORLD, reqs(2), ierr)
+  do k = 10, 11
+    call put(sb, k)
+    if (k == 10) then
+      call MPI_Startall(2, reqs, ierr)
+    else
+      call MPI_Start(reqs(1), ierr)
+      call MPI_Start(reqs(2), ierr)
+    end if
+    call MPI_Waitall(2, reqs, sts, ierr)
+    call check('persistent start', k, prev, n)
+  end do
+  call MPI_Request_free(reqs(1), ierr)
+  call MPI_Request_free(reqs(2), ierr)
+  call check_status('persistent freed', reqs(1) == MPI_REQUEST_NULL .and. reqs(2) == MPI_REQUEST_NULL)
 
   call MPI_Reduce(fails, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a,i0,a,i0,a)', 'fp2ptest: ', np, ' ranks, ', total, ' failures'
