@@ -4,7 +4,7 @@ BUILD ?= build
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 MPIRUN ?= mpirun.openmpi
 
-.PHONY: build test test-world demo generate check bench install clean
+.PHONY: build test test-world demo generate check bench bench-world install clean
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -38,6 +38,13 @@ demo: build
 
 bench: build
 	./bench/host_latency.sh
+
+# make bench inside the worlds of test-world (built first if missing), into
+# docs/results/host-passthrough-worlds-DATE.md; ROUNDS=N for more rounds
+bench-world: build
+	./scripts/mpi-world.sh build
+	./scripts/mpi-world.sh --abi build || echo "bench-world: no MPI-5 ABI world (above); its rows will say skipped" >&2
+	./bench/host_latency.sh --worlds
 
 # PREFIX (make install PREFIX=/opt/collmux/0.1.0) overrides the prefix the
 # build was configured with (CMAKE_INSTALL_PREFIX, default /usr/local);
