@@ -4,7 +4,7 @@ BUILD ?= build
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 MPIRUN ?= mpirun.openmpi
 
-.PHONY: build test test-world demo generate check bench bench-world install clean
+.PHONY: build test test-world test-world-suite demo generate check bench bench-world install clean
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -32,6 +32,20 @@ test-world: build
 	./scripts/mpi-world.sh build
 	./scripts/mpi-world.sh --abi build || echo "test-world: no MPI-5 ABI world (above); TestWorldABI* will be skipped" >&2
 	go test -count=1 -timeout 30m -run 'TestWorld' -v ./tests
+
+# the whole suite (./tests) inside the worlds: the test binary built here,
+# run there with the worlds' MPIs, the ABI world's with
+# TESTS_MPIS=mpi-abi (every program compiled `mpicc.mpich
+# -mpi-abi`). WORLD_SKIP names the tests left out: they need tools only
+# the host has (go) or use no MPI of the world.
+WORLD_TEST ?= /tmp/collmux-world.test
+WORLD_SKIP ?= TestTraceTimeline|TestInstalledPackage|TestInstalledTune|TestModulefile|TestRequirementsGoVersion|TestGPUSuite
+test-world-suite: build
+	./scripts/mpi-world.sh build
+	./scripts/mpi-world.sh --abi build
+	go test -c -o $(WORLD_TEST) ./tests
+	cd tests && ../scripts/mpi-world.sh run -- $(WORLD_TEST) -test.count=1 -test.timeout 30m -test.v -test.skip '$(WORLD_SKIP)'
+	cd tests && TESTS_MPIS=mpi-abi ../scripts/mpi-world.sh --abi run -- $(WORLD_TEST) -test.count=1 -test.timeout 30m -test.v -test.skip '$(WORLD_SKIP)'
 
 demo: build
 	./scripts/demo.sh

@@ -63,19 +63,6 @@ func worldTmp(t *testing.T) string {
 	return dir
 }
 
-// abiMPI is sid's MPICH 5.0 compiling for the standard ABI: its mpicc
-// with -mpi-abi includes the MPI-5 mpi.h and links libmpi_abi.so.1
-// (Debian's mpicc_abi wrapper is a dangling link); launched by its Hydra.
-var abiMPI = mpiImpl{"mpi-abi", "mpicc.mpich", "mpirun.mpich"}
-
-// abiCFlags are the compiler flags a world's MPI needs for m.
-func abiCFlags(m mpiImpl) []string {
-	if m.name == abiMPI.name {
-		return []string{"-mpi-abi"}
-	}
-	return nil
-}
-
 // worldLaunch is the launcher command line for np ranks with env.
 func worldLaunch(m mpiImpl, np int, env [][2]string) []string {
 	if m.name == "openmpi" {
@@ -117,7 +104,7 @@ func worldMatchesNative(t *testing.T, w world, mpis []mpiImpl) {
 		} {
 			t.Run(m.name+"/"+p.src, func(t *testing.T) {
 				exe := filepath.Join(dir, m.name+"-"+p.src)
-				cc := append(append([]string{m.mpicc}, abiCFlags(m)...), "-O1", "-Wall", "-pthread", "-o", exe,
+				cc := append(append([]string{m.mpicc}, m.cflags...), "-O1", "-Wall", "-pthread", "-o", exe,
 					filepath.Join(repoRoot(), "tests", "c", p.src+".c"))
 				if _, errs, err := w.run(t, cc...); err != nil {
 					t.Fatalf("%s: %v\n%s", m.mpicc, err, errs)
@@ -184,6 +171,7 @@ func TestWorldABIConstants(t *testing.T) {
 		{"MPI_ERR_OTHER", int64(c.ErrOther)}, {"MPI_REQUEST_NULL", int64(c.RequestNull)},
 		{"MPI_STATUS_IGNORE", c.StatusIgnore}, {"MPI_STATUSES_IGNORE", c.StatusIgnore}, {"sizeof(MPI_Status)", int64(c.StatusSize)},
 		{"MPI_CART", int64(c.Cart)}, {"MPI_GRAPH", int64(c.Graph)}, {"MPI_DIST_GRAPH", int64(c.DistGraph)},
+		{"MPI_THREAD_MULTIPLE", int64(c.ThreadMultiple)},
 	} {
 		want[k.name] = k.v
 		fmt.Fprintf(&src, "\tP(%s);\n", k.name)
@@ -193,7 +181,7 @@ func TestWorldABIConstants(t *testing.T) {
 	if err := os.WriteFile(cfile, []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs, err := w.run(t, append(append([]string{abiMPI.mpicc}, abiCFlags(abiMPI)...), "-Wall", "-o", exe, cfile)...); err != nil {
+	if _, errs, err := w.run(t, append(append([]string{abiMPI.mpicc}, abiMPI.cflags...), "-Wall", "-o", exe, cfile)...); err != nil {
 		t.Fatalf("%s: %v\n%s", abiMPI.mpicc, err, errs)
 	}
 	out, errs, err := w.run(t, exe)
@@ -245,7 +233,7 @@ func TestWorldABIDeviceStaged(t *testing.T) {
 	m := abiMPI
 	build := func(t *testing.T, src, out string, extra ...string) string {
 		exe := filepath.Join(dir, out)
-		cc := append(append([]string{m.mpicc}, abiCFlags(m)...), "-O1", "-Wall", "-pthread", "-o", exe,
+		cc := append(append([]string{m.mpicc}, m.cflags...), "-O1", "-Wall", "-pthread", "-o", exe,
 			filepath.Join(repoRoot(), "tests", "c", src+".c"), "-ldl")
 		if _, errs, err := w.run(t, append(cc, extra...)...); err != nil {
 			t.Fatalf("%s: %v\n%s", m.mpicc, err, errs)
