@@ -64,11 +64,10 @@ static struct cmx_gate *gate_open(cmx_comm *c)
 {
 	/* the shape is known on every rank or on none (shape rules are global) */
 	const int one_node = (c->nodes || cmx_comm_shape(c)) && c->nodes == 1;
-	enum { THREAD_MULTIPLE = 3 }; /* MPI_THREAD_MULTIPLE in Open MPI, MPICH and the MPI-5 ABI */
 	int level = 0;
 	if (!cmx_px.Query_thread || cmx_px.Query_thread(&level) != 0)
 		level = 0;
-	if (!cmx_comm_agree(c, one_node && level == THREAD_MULTIPLE))
+	if (!cmx_comm_agree(c, one_node && level == cmx_abi.thread_multiple))
 		return NULL;
 
 	struct {

@@ -244,6 +244,10 @@ type Constants struct {
 	// What MPI_Topo_test answers for Cartesian, graph and distributed
 	// graph communicators.
 	Cart, Graph, DistGraph int32
+	// ThreadMultiple is MPI_THREAD_MULTIPLE, which MPI_Query_thread
+	// answers when the arrival gate is needed (gate/gate.c): 3 in Open MPI
+	// and MPICH, 4096 in the standard ABI, whose levels are bit flags.
+	ThreadMultiple int32
 }
 
 // ABIConstants gives the Constants of each ABI. The standard ABI's are the
@@ -251,10 +255,10 @@ type Constants struct {
 // mpi_abi.h), checked against that header by TestWorldABIConstants.
 var ABIConstants = map[ABI]Constants{
 	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, InfoNull: 0x1c000000, Root: -3, ProcNull: -1, ErrOther: 15,
-		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3},
+		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3, ThreadMultiple: 3},
 	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -4, ProcNull: -3, ErrOther: 16,
-		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 211, Graph: 212, DistGraph: 213},
-	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3},
+		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 211, Graph: 212, DistGraph: 213, ThreadMultiple: 4096},
+	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3, ThreadMultiple: 3},
 }
 
 // MPICHBuiltinSize decodes the element size encoded in an MPICH builtin

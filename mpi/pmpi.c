@@ -171,6 +171,7 @@ static void detect_abi(void)
 	cmx_abi.status_ignore = (const void *)(intptr_t)k->status_ignore;
 	cmx_abi.status_size = k->status_size;
 	cmx_abi.cart = k->cart, cmx_abi.graph = k->graph, cmx_abi.dist_graph = k->dist_graph;
+	cmx_abi.thread_multiple = k->thread_multiple;
 	if (cmx_abi.abi == CMX_ABI_OPENMPI) {
 		cmx_abi.comm_world = ompi_object("ompi_mpi_comm_world");
 		cmx_abi.comm_self = ompi_object("ompi_mpi_comm_self");
@@ -225,8 +226,12 @@ static void detect_abi(void)
  * which would combine two values, raises its errors on MPI_COMM_WORLD or
  * MPI_COMM_SELF, and setting a handler there and back is not the same as
  * leaving it (MPICH sends the errors of a communicator never given one to
- * MPI_COMM_WORLD's). */
-static void errh_return(cmx_h *comm, int *code, ...) { (void)comm, (void)code; }
+ * MPI_COMM_WORLD's). A call the handler saw is refused whatever it
+ * returns: MPICH 5.0.2 (libmpich and libmpi_abi) returns MPI_SUCCESS from
+ * an MPI_Reduce of MPI_WCHAR once a user handler has been called for it,
+ * which alone would have passed MPI_WCHAR for an integer there. */
+static int probe_refused; /* set by errh_return; the probe runs once, under cmx_mpi_setup's lock */
+static void errh_return(cmx_h *comm, int *code, ...) { (void)comm, (void)code, probe_refused = 1; }
 
 /* the integer kind a character type of size bytes reduces as on the
  * communicator comm (of this rank alone); -1 for none */
@@ -239,7 +244,8 @@ static int reduce_kind(cmx_h comm, cmx_h type, int size)
 		return -1;
 	for (int i = 0; i < 4; i++) {
 		cmx_h op = predef_by_name(cmx_predef_ops, ops[i]);
-		if (!op || cmx_px.Reduce(&in, &out, 1, type, op, 0, comm) != 0)
+		probe_refused = 0;
+		if (!op || cmx_px.Reduce(&in, &out, 1, type, op, 0, comm) != 0 || probe_refused)
 			return -1;
 	}
 	return CMX_KIND_INT8 + 2 * (size == 1 ? 0 : 2) + !sign; /* kinds: int8, uint8, int16, uint16, int32, ... */

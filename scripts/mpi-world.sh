@@ -1,12 +1,15 @@
 #!/bin/sh
 # mpi-world.sh: more real-MPI worlds in chroots, to run collmux's tests
-# against: Debian 13 ("trixie") with Open MPI 5.0.x and MPICH 4.2.x, and,
+# against: Debian 13 ("trixie") with Open MPI 5.0.x and MPICH 4.2.x (and
+# gfortran, and mpi4py with NumPy, built for its Open MPI), and,
 # with --abi, Debian unstable ("sid") with MPICH 5.0.x, whose packages are
 # built with --enable-mpi-abi and so also hold the MPI-5 standard ABI's
 # libmpi_abi.so.1 (compile with `mpicc.mpich -mpi-abi`, launch with
 # mpirun.mpich). No Debian release packages an ABI build (trixie's MPICH is
 # 4.2.1, which predates it), and sid's packages need sid's libraries
-# (hwloc 2.15, UCC, Level Zero), hence a world of its own.
+# (hwloc 2.15, UCC, Level Zero), hence a world of its own. It has no
+# gfortran and no mpi4py: MPICH 5.0.2 has no Fortran binding of the
+# standard ABI, and sid's python3-mpi4py is built for Open MPI.
 #
 #   scripts/mpi-world.sh [--abi] [build]     build the world once (cached), then exit
 #   scripts/mpi-world.sh [--abi] path        print the world's directory if it is built
@@ -55,10 +58,12 @@ if [ "${1:-}" = --abi ]; then
 else
 	WORLD=${COLLMUX_WORLD:-/var/cache/collmux-trixie}
 	SUITE=trixie
-	PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev gcc libc6-dev make gfortran"
+	# python3-mpi4py is built for Open MPI (the default MPI), with NumPy
+	# for tests/py/mpi4py_numpy.py
+	PKGS="openmpi-bin libopenmpi-dev mpich libmpich-dev gcc libc6-dev make gfortran python3-mpi4py python3-numpy"
 	APTOPTS=""
 	FIXUP=true
-	VERSIONS='mpirun.openmpi --version | head -n 1; mpichversion | head -n 2; gcc --version | head -n 1'
+	VERSIONS='set -e; mpirun.openmpi --version | head -n 1; mpichversion | head -n 2; gcc --version | head -n 1; gfortran --version | head -n 1; python3 -c "import mpi4py, numpy; print(\"mpi4py\", mpi4py.__version__, \"numpy\", numpy.__version__)"'
 fi
 STAMP=.collmux-world-ready
 

@@ -25,24 +25,53 @@ import (
 
 // mpiImpl is one MPI implementation on this machine.
 type mpiImpl struct {
-	name   string // "openmpi", "mpich"
+	name   string // "openmpi", "mpich", "mpi-abi"; what collmux's statistics call its ABI
 	mpicc  string
 	mpirun string
+	cflags []string // what mpicc needs besides the program's own flags, and what the programs must know of the MPI
 }
 
 var allImpls = []mpiImpl{
-	{"openmpi", "mpicc.openmpi", "mpirun.openmpi"},
-	{"mpich", "mpicc.mpich", "mpirun.mpich"},
+	{"openmpi", "mpicc.openmpi", "mpirun.openmpi", nil},
+	{"mpich", "mpicc.mpich", "mpirun.mpich", nil},
 }
 
+// abiMPI is MPICH 5.0 compiling for the MPI-5 standard ABI (Debian sid's
+// packages, the world of scripts/mpi-world.sh --abi): its mpicc with
+// -mpi-abi includes the MPI-5 mpi.h and links libmpi_abi.so.1 (Debian's
+// mpicc_abi wrapper is a dangling link); launched by its Hydra. Natively it
+// aborts on an MPI_Allreduce of MPI_DATATYPE_NULL instead of returning an
+// error, so errtest leaves that call out.
+var abiMPI = mpiImpl{"mpi-abi", "mpicc.mpich", "mpirun.mpich", []string{"-mpi-abi", "-DERRTEST_DATATYPE_NULL_ABORTS"}}
+
 // impls returns the MPIs installed here; a test with none says "skipped".
+// TESTS_MPIS (names, comma-separated: openmpi, mpich, mpi-abi)
+// chooses others than this machine's two, so the suite can run in the ABI
+// world (TESTS_MPIS=mpi-abi), where mpicc.mpich compiles for libmpich
+// unless told -mpi-abi; a name it lists must be installed. (Not COLLMUX_*:
+// collmux warns of a COLLMUX_ variable it does not know.)
 func impls(t *testing.T) []mpiImpl {
+	want := os.Getenv("TESTS_MPIS")
+	if want == "" {
+		want = "openmpi,mpich"
+	}
 	var out []mpiImpl
-	for _, m := range allImpls {
+	for _, name := range strings.Split(want, ",") {
+		var m mpiImpl
+		for _, c := range append(allImpls, abiMPI) {
+			if c.name == name {
+				m = c
+			}
+		}
+		if m.name == "" {
+			t.Fatalf("TESTS_MPIS names %q: not openmpi, mpich or mpi-abi", name)
+		}
 		_, e1 := exec.LookPath(m.mpicc)
 		_, e2 := exec.LookPath(m.mpirun)
 		if e1 == nil && e2 == nil {
 			out = append(out, m)
+		} else if os.Getenv("TESTS_MPIS") != "" {
+			t.Fatalf("TESTS_MPIS names %s, but %s or %s is missing", name, m.mpicc, m.mpirun)
 		}
 	}
 	if len(out) == 0 {
@@ -50,6 +79,10 @@ func impls(t *testing.T) []mpiImpl {
 	}
 	return out
 }
+
+// mpichBased: MPICH underneath, with its busy polling (mpi-abi is MPICH's
+// libmpi_abi).
+func (m mpiImpl) mpichBased() bool { return m.name == "mpich" || m.name == "mpi-abi" }
 
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -93,16 +126,17 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 		buildDir = d
 	}
 	dst := filepath.Join(buildDir, m.name+"-"+out)
-	dir, compiler := "c", m.mpicc
+	dir, compiler, flags := "c", m.mpicc, m.cflags
 	if strings.HasSuffix(strings.ToLower(src), ".f90") { // .F90: preprocessed
-		dir, compiler = "f", fortranCompiler(m)
+		dir, compiler, flags = "f", fortranCompiler(m), nil
 	}
-	args := []string{"-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", dir, src)}
+	args := append(append([]string{}, flags...), "-O1", "-Wall", "-o", dst, filepath.Join(repoRoot(), "tests", dir, src))
 	if strings.HasSuffix(out, ".so") {
 		args = append([]string{"-shared", "-fPIC"}, args...)
 	}
-	if strings.HasPrefix(src, "dlhost") { // the host must not link MPI
+	if strings.HasPrefix(src, "dlhost") { // the host must not link MPI (nor take mpicc's flags)
 		compiler = "cc"
+		args = args[len(flags):]
 	}
 	cmd := exec.Command(compiler, append(args, extra...)...)
 	if outb, err := cmd.CombinedOutput(); err != nil {
@@ -114,6 +148,19 @@ func program(t *testing.T, m mpiImpl, src, out string, extra ...string) string {
 
 // fortranCompiler is the MPI's Fortran compiler wrapper (mpifort.openmpi).
 func fortranCompiler(m mpiImpl) string { return strings.Replace(m.mpicc, "mpicc", "mpifort", 1) }
+
+// noFortran says why m has no Fortran compiler to test with, or "".
+// MPICH 5.0's mpifort has no -mpi-abi (it hands the flag to gfortran and
+// links libmpich): there is no Fortran binding of the standard ABI.
+func noFortran(m mpiImpl) string {
+	if m.name == abiMPI.name {
+		return "no Fortran binding for the standard ABI (mpifort.mpich has no -mpi-abi)"
+	}
+	if _, err := exec.LookPath(fortranCompiler(m)); err != nil {
+		return "no " + fortranCompiler(m)
+	}
+	return ""
+}
 
 var ompiMajor = map[string]int{} // by launcher; guarded by buildMu
 

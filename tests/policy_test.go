@@ -57,7 +57,7 @@ func TestDifferentRulesAcrossRanksFail(t *testing.T) {
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Skipf("skipped: %s cannot launch MPMD jobs here (`%s -np 1 true : -np 1 true`: %v)\n%s", mpirun, mpirun, err, out)
 	}
-	m := mpiImpl{"openmpi", "mpicc.openmpi", mpirun}
+	m := mpiImpl{"openmpi", "mpicc.openmpi", mpirun, nil}
 	mod := program(t, m, "collmod.c", "libcollmod.so")
 	host := program(t, m, "dlhost.c", "dlhost", "-ldl")
 	lib := libPath(t)
@@ -88,7 +88,7 @@ func TestDifferentRulesAcrossRanksFail(t *testing.T) {
 // COLLMUX_CHECK on, to show that the per-communicator set-up neither hangs
 // nor changes a result on hundreds of communicators.
 func TestShapeRules(t *testing.T) {
-	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi"}
+	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi", nil}
 	if _, err := exec.LookPath(m.mpirun); err != nil {
 		t.Skip("skipped: Open MPI is not installed")
 	}

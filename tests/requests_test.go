@@ -62,7 +62,7 @@ func TestRequestsThreadMultiple(t *testing.T) {
 // maxRequestRanks: 1-3 ranks under Open MPI; MPICH busy-polls, so 3 ranks
 // on 2 cores take seconds where 2 take a fraction of one, and it stops at 2.
 func maxRequestRanks(m mpiImpl) int {
-	if m.name == "mpich" {
+	if m.mpichBased() {
 		return 2
 	}
 	return 3

@@ -32,7 +32,7 @@ func TestTopoLibraries(t *testing.T) {
 		if v == nil {
 			t.Fatalf("%s --version: %s", m.mpirun, out)
 		}
-		wantMPI = append(wantMPI, map[string]string{"openmpi": "Open MPI v", "mpich": "MPICH Version: "}[m.name]+string(v[1]))
+		wantMPI = append(wantMPI, map[string]string{"openmpi": "Open MPI v", "mpich": "MPICH Version: ", "mpi-abi": "MPICH Version: "}[m.name]+string(v[1]))
 	}
 	for _, tc := range []struct {
 		name string

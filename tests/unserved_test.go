@@ -64,7 +64,7 @@ func mpiLibrary(t *testing.T, m mpiImpl, prog string) string {
 	if err != nil {
 		t.Fatalf("ldd %s: %v", prog, err)
 	}
-	re := regexp.MustCompile(`(libmpi\.so[.0-9]*|libmpich\.so[.0-9]*) => (\S+)`)
+	re := regexp.MustCompile(`(libmpi\.so[.0-9]*|libmpich\.so[.0-9]*|libmpi_abi\.so[.0-9]*) => (\S+)`)
 	if mm := re.FindStringSubmatch(string(out)); mm != nil {
 		return mm[2]
 	}
@@ -254,7 +254,7 @@ func TestUnservedTableMatchesHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range impls(t) {
-		if out, err := exec.Command(m.mpicc, "-fsyntax-only", "-Werror", file).CombinedOutput(); err != nil {
+		if out, err := exec.Command(m.mpicc, append(append([]string{}, m.cflags...), "-fsyntax-only", "-Werror", file)...).CombinedOutput(); err != nil {
 			t.Errorf("%s: the table's prototypes conflict with mpi.h: %v\n%s", m.name, err, out)
 		}
 	}

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"collmux/dispatch"
 	"collmux/mpi"
+	"collmux/stats"
 )
 
 // More real-MPI worlds: Debian 13's Open MPI 5.0 and MPICH 4.2, and Debian
@@ -63,19 +65,6 @@ func worldTmp(t *testing.T) string {
 	return dir
 }
 
-// abiMPI is sid's MPICH 5.0 compiling for the standard ABI: its mpicc
-// with -mpi-abi includes the MPI-5 mpi.h and links libmpi_abi.so.1
-// (Debian's mpicc_abi wrapper is a dangling link); launched by its Hydra.
-var abiMPI = mpiImpl{"mpi-abi", "mpicc.mpich", "mpirun.mpich"}
-
-// abiCFlags are the compiler flags a world's MPI needs for m.
-func abiCFlags(m mpiImpl) []string {
-	if m.name == abiMPI.name {
-		return []string{"-mpi-abi"}
-	}
-	return nil
-}
-
 // worldLaunch is the launcher command line for np ranks with env.
 func worldLaunch(m mpiImpl, np int, env [][2]string) []string {
 	if m.name == "openmpi" {
@@ -107,7 +96,6 @@ func TestWorldABIMatchesNative(t *testing.T) {
 }
 
 func worldMatchesNative(t *testing.T, w world, mpis []mpiImpl) {
-	lib := libPath(t)
 	dir := worldTmp(t)
 	for _, m := range mpis {
 		for _, p := range []struct{ src, want, coll string }{
@@ -117,34 +105,45 @@ func worldMatchesNative(t *testing.T, w world, mpis []mpiImpl) {
 		} {
 			t.Run(m.name+"/"+p.src, func(t *testing.T) {
 				exe := filepath.Join(dir, m.name+"-"+p.src)
-				cc := append(append([]string{m.mpicc}, abiCFlags(m)...), "-O1", "-Wall", "-pthread", "-o", exe,
+				cc := append(append([]string{m.mpicc}, m.cflags...), "-O1", "-Wall", "-pthread", "-o", exe,
 					filepath.Join(repoRoot(), "tests", "c", p.src+".c"))
 				if _, errs, err := w.run(t, cc...); err != nil {
 					t.Fatalf("%s: %v\n%s", m.mpicc, err, errs)
 				}
-				native, errs, err := w.run(t, append(worldLaunch(m, 2, nil), exe)...)
-				if err != nil || lastLine(native) != p.want {
-					t.Fatalf("native run: %v, ends %q, want %q\n%s\n%s", err, lastLine(native), p.want, tail(native), errs)
-				}
-				statsFile := filepath.Join(dir, m.name+"-"+p.src+".json")
-				env := [][2]string{{"LD_PRELOAD", lib}, {"COLLMUX_STATS", statsFile}}
-				got, errs, err := w.run(t, append(worldLaunch(m, 2, env), exe)...)
-				if err != nil {
-					t.Fatalf("run under collmux: %v\n%s\n%s", err, tail(got), errs)
-				}
-				if got != native {
-					t.Fatalf("output under collmux differs from native:\n%s\n%s", diff(native, got), errs)
-				}
-				r := readStats(t, statsFile)
-				if r.Ranks != 2 || r.ABI != m.name {
-					t.Errorf("statistics say %d ranks, ABI %q; want 2, %q", r.Ranks, r.ABI, m.name)
-				}
+				r := worldSameAsNative(t, w, m, filepath.Join(dir, m.name+"-"+p.src+".json"),
+					func(out string) bool { return lastLine(out) == p.want }, exe)
 				if r.Calls(p.coll, "mpi") == 0 {
 					t.Errorf("statistics show no %s call: not intercepted", p.coll)
 				}
 			})
 		}
 	}
+}
+
+// worldSameAsNative runs prog on 2 ranks in w natively, where sane must
+// hold of its stdout, then under collmux with statistics to statsFile
+// (under /tmp or the repository, which the world sees): stdout must be
+// byte-identical, and the statistics must name 2 ranks and m's ABI. It
+// returns the statistics for the caller's checks of the calls.
+func worldSameAsNative(t *testing.T, w world, m mpiImpl, statsFile string, sane func(string) bool, prog ...string) stats.Report {
+	t.Helper()
+	native, errs, err := w.run(t, append(worldLaunch(m, 2, nil), prog...)...)
+	if err != nil || !sane(native) {
+		t.Fatalf("native run: %v, ends %q\n%s\n%s", err, lastLine(native), tail(native), errs)
+	}
+	env := [][2]string{{"LD_PRELOAD", libPath(t)}, {"COLLMUX_STATS", statsFile}}
+	got, errs, err := w.run(t, append(worldLaunch(m, 2, env), prog...)...)
+	if err != nil {
+		t.Fatalf("run under collmux: %v\n%s\n%s", err, tail(got), errs)
+	}
+	if got != native {
+		t.Fatalf("output under collmux differs from native:\n%s\n%s", diff(native, got), errs)
+	}
+	r := readStats(t, statsFile)
+	if r.Ranks != 2 || r.ABI != m.name {
+		t.Errorf("statistics say %d ranks, ABI %q; want 2, %q", r.Ranks, r.ABI, m.name)
+	}
+	return r
 }
 
 // TestWorldABIConstants: every standard-ABI value of collmux's tables
@@ -184,6 +183,7 @@ func TestWorldABIConstants(t *testing.T) {
 		{"MPI_ERR_OTHER", int64(c.ErrOther)}, {"MPI_REQUEST_NULL", int64(c.RequestNull)},
 		{"MPI_STATUS_IGNORE", c.StatusIgnore}, {"MPI_STATUSES_IGNORE", c.StatusIgnore}, {"sizeof(MPI_Status)", int64(c.StatusSize)},
 		{"MPI_CART", int64(c.Cart)}, {"MPI_GRAPH", int64(c.Graph)}, {"MPI_DIST_GRAPH", int64(c.DistGraph)},
+		{"MPI_THREAD_MULTIPLE", int64(c.ThreadMultiple)},
 	} {
 		want[k.name] = k.v
 		fmt.Fprintf(&src, "\tP(%s);\n", k.name)
@@ -193,7 +193,7 @@ func TestWorldABIConstants(t *testing.T) {
 	if err := os.WriteFile(cfile, []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs, err := w.run(t, append(append([]string{abiMPI.mpicc}, abiCFlags(abiMPI)...), "-Wall", "-o", exe, cfile)...); err != nil {
+	if _, errs, err := w.run(t, append(append([]string{abiMPI.mpicc}, abiMPI.cflags...), "-Wall", "-o", exe, cfile)...); err != nil {
 		t.Fatalf("%s: %v\n%s", abiMPI.mpicc, err, errs)
 	}
 	out, errs, err := w.run(t, exe)
@@ -245,7 +245,7 @@ func TestWorldABIDeviceStaged(t *testing.T) {
 	m := abiMPI
 	build := func(t *testing.T, src, out string, extra ...string) string {
 		exe := filepath.Join(dir, out)
-		cc := append(append([]string{m.mpicc}, abiCFlags(m)...), "-O1", "-Wall", "-pthread", "-o", exe,
+		cc := append(append([]string{m.mpicc}, m.cflags...), "-O1", "-Wall", "-pthread", "-o", exe,
 			filepath.Join(repoRoot(), "tests", "c", src+".c"), "-ldl")
 		if _, errs, err := w.run(t, append(cc, extra...)...); err != nil {
 			t.Fatalf("%s: %v\n%s", m.mpicc, err, errs)
@@ -307,4 +307,89 @@ func TestWorldABIDeviceStaged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorldFortranMatchesNative: tests/f/colltest.f90 (every collective
+// from `use mpi`, MPI_IN_PLACE, an error) built with each Debian 13 MPI's
+// mpifort prints the same on 2 ranks under collmux as natively, and the
+// statistics show its calls. Open MPI 5's Fortran binding calls PMPI_*
+// itself, so this goes through collmux's own Fortran entry points there;
+// MPICH's binding calls the C functions.
+func TestWorldFortranMatchesNative(t *testing.T) {
+	w := openWorld(t)
+	for _, m := range allImpls {
+		t.Run(m.name, func(t *testing.T) { worldFortran(t, w, m) })
+	}
+}
+
+// TestWorldABIFortran: the same for the standard ABI once there is a
+// Fortran binding for it; MPICH 5.0.2's has none (its mpifort hands
+// -mpi-abi to gfortran and links libmpichfort and libmpich), and the test
+// says "skipped" while the wrapper links no libmpi_abi.
+func TestWorldABIFortran(t *testing.T) {
+	w := openWorld(t, "--abi")
+	show, errs, err := w.run(t, fortranCompiler(abiMPI), "-mpi-abi", "-show")
+	if err != nil {
+		t.Fatalf("%s -mpi-abi -show: %v\n%s", fortranCompiler(abiMPI), err, errs)
+	}
+	if !strings.Contains(show, "mpi_abi") {
+		t.Skipf("skipped: no Fortran binding for the standard ABI (`%s -mpi-abi -show` links no libmpi_abi: %s)",
+			fortranCompiler(abiMPI), strings.TrimSpace(show))
+	}
+	// a binding has appeared: the world needs gfortran (scripts/mpi-world.sh
+	// --abi installs none) for this to build
+	worldFortran(t, w, abiMPI)
+}
+
+func worldFortran(t *testing.T, w world, m mpiImpl) {
+	dir := worldTmp(t)
+	exe := filepath.Join(dir, m.name+"-fcolltest")
+	fc := append(append([]string{fortranCompiler(m)}, m.cflags...), "-O1", "-Wall", "-o", exe,
+		filepath.Join(repoRoot(), "tests", "f", "colltest.f90"))
+	if _, errs, err := w.run(t, fc...); err != nil {
+		t.Fatalf("%s: %v\n%s", fc[0], err, errs)
+	}
+	r := worldSameAsNative(t, w, m, filepath.Join(dir, m.name+"-fcolltest.json"),
+		func(out string) bool { return strings.Contains(out, "bcast.badroot error T") }, exe)
+	// colltest.f90 calls every blocking collective up to Barrier, as the C one
+	for c := dispatch.Coll(0); c <= dispatch.Barrier; c++ {
+		if r.Calls(c.String(), "mpi") == 0 {
+			t.Errorf("statistics show no %s call: not intercepted", c)
+		}
+	}
+}
+
+// TestWorldMPI4Py: Debian 13's mpi4py 4.0 (built for its Open MPI 5) with
+// NumPy arrays prints the same under collmux as natively on 2 ranks, and
+// its collectives go through collmux. mpi4py 4 looks for the MPI's symbols
+// at import, which a preloaded library must not confuse.
+func TestWorldMPI4Py(t *testing.T) {
+	w := openWorld(t)
+	if _, errs, err := w.run(t, "python3", "-c", "import mpi4py.MPI, numpy"); err != nil {
+		t.Skipf("skipped: the Debian 13 world has no python3-mpi4py or python3-numpy (scripts/mpi-world.sh build installs them): %v\n%s", err, errs)
+	}
+	m, dir := allImpls[0], worldTmp(t)
+	r := worldSameAsNative(t, w, m, filepath.Join(dir, "mpi4py.json"),
+		func(out string) bool { return lastLine(out) == "mpi4py_numpy: 2 ranks, 0 failures" },
+		"python3", filepath.Join(repoRoot(), "tests", "py", "mpi4py_numpy.py"))
+	for _, c := range []string{"allreduce", "bcast", "allgather", "alltoall"} {
+		if r.Calls(c, "mpi") == 0 {
+			t.Errorf("no %s call from mpi4py went through collmux", c)
+		}
+	}
+}
+
+// TestWorldABIMPI4Py: sid's mpi4py is built for Open MPI (it depends on
+// libopenmpi40), not for the standard ABI: the test says "skipped" while
+// that holds, and fails when the package changes, to be written then.
+func TestWorldABIMPI4Py(t *testing.T) {
+	w := openWorld(t, "--abi")
+	deps, errs, err := w.run(t, "apt-cache", "depends", "python3-mpi4py")
+	if err != nil {
+		t.Fatalf("apt-cache depends python3-mpi4py: %v\n%s", err, errs)
+	}
+	if strings.Contains(deps, "libopenmpi") {
+		t.Skip("skipped: sid's python3-mpi4py is built for Open MPI (depends on libopenmpi40), not for the standard ABI")
+	}
+	t.Fatalf("sid's python3-mpi4py no longer depends on Open MPI; test it against libmpi_abi:\n%s", deps)
 }

@@ -84,6 +84,7 @@ typedef struct {
 	int64_t status_ignore;
 	int32_t status_size;
 	int32_t cart, graph, dist_graph;
+	int32_t thread_multiple;
 } cmx_abi_consts;
 extern const cmx_abi_consts cmx_consts_mpich, cmx_consts_mpi_abi, cmx_consts_openmpi;
 
@@ -100,6 +101,7 @@ typedef struct {
 	const void *status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
 	int status_size;           /* sizeof(MPI_Status) */
 	int cart, graph, dist_graph; /* MPI_Topo_test's answers */
+	int thread_multiple;         /* MPI_THREAD_MULTIPLE: 3, or 4096 in the standard ABI */
 	const char *lib;           /* path of the MPI library */
 } cmx_abi_t;
 extern cmx_abi_t cmx_abi;

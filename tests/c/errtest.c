@@ -46,7 +46,11 @@ int main(int argc, char **argv)
 		 * rank 0 alone may make these calls without a hang */
 		show("bcast root=size", MPI_Bcast(buf, 1, MPI_INT, size, MPI_COMM_WORLD));
 		show("reduce root=-5", MPI_Reduce(x, y, 1, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD));
+#ifndef ERRTEST_DATATYPE_NULL_ABORTS
 		show("allreduce datatype_null", MPI_Allreduce(x, y, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
+#else /* MPICH 5.0.2's libmpi_abi aborts on it natively (assertion dt_ptr, mpir_datatype.h:800) */
+		puts("allreduce datatype_null              not made: the MPI aborts");
+#endif
 		show("allreduce op_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
 		/* predefined ops are defined on predefined datatypes only, and
 		 * MAXLOC on pairs (Open MPI and MPICH both check this first;

@@ -87,6 +87,7 @@ int main(int argc, char **argv)
 	*(void **)&cmx_px.Bcast = (void *)PMPI_Bcast;
 	*(void **)&cmx_px.Query_thread = (void *)PMPI_Query_thread;
 	cmx_abi.byte = (cmx_h)MPI_BYTE;
+	cmx_abi.thread_multiple = MPI_THREAD_MULTIPLE; /* as collmux's start-up sets it from the ABI */
 	cmx_cfg.timeout = 1;
 	cmx_comm c = {.handle = (cmx_h)MPI_COMM_WORLD, .size = size, .rank = rank};
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE};
