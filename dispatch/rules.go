@@ -129,6 +129,19 @@ func (c Cond) allows(m Mode) bool {
 	return (c.Forms == 0 || c.Forms&(1<<m.Form) != 0) && (c.Overlaps == 0 || c.Overlaps&(1<<m.Overlap) != 0)
 }
 
+// nameBits sets in *bits the bit of each comma-separated name of val, its
+// index in names; what and want word the error for a name not among them.
+func nameBits(bits *uint8, val string, names []string, what, want string) error {
+	for _, name := range strings.Split(val, ",") {
+		i, ok := enumParse[int](name, names)
+		if !ok {
+			return fmt.Errorf("unknown %s %q (want %s)", what, name, want)
+		}
+		*bits |= 1 << i
+	}
+	return nil
+}
+
 // parseCond reads one key=value condition of a rule.
 func parseCond(c *Cond, f string) error {
 	key, val, ok := strings.Cut(f, "=")
@@ -144,41 +157,13 @@ func parseCond(c *Cond, f string) error {
 	case "rpn":
 		bound = &c.RanksPerNode
 	case "dtype":
-		for _, name := range strings.Split(val, ",") {
-			d, ok := enumParse[DClass](name, dclassNames[:])
-			if !ok {
-				return fmt.Errorf("unknown datatype class %q (want int, float or other)", name)
-			}
-			c.DClasses |= 1 << d
-		}
-		return nil
+		return nameBits(&c.DClasses, val, dclassNames[:], "datatype class", "int, float or other")
 	case "form":
-		for _, name := range strings.Split(val, ",") {
-			f, ok := enumParse[Form](name, formNames[:])
-			if !ok {
-				return fmt.Errorf("unknown form %q (want blocking or nonblocking)", name)
-			}
-			c.Forms |= 1 << f
-		}
-		return nil
+		return nameBits(&c.Forms, val, formNames[:], "form", "blocking or nonblocking")
 	case "overlap":
-		for _, name := range strings.Split(val, ",") {
-			o, ok := enumParse[Overlap](name, overlapNames[:])
-			if !ok {
-				return fmt.Errorf("unknown overlap %q (want no or yes)", name)
-			}
-			c.Overlaps |= 1 << o
-		}
-		return nil
+		return nameBits(&c.Overlaps, val, overlapNames[:], "overlap", "no or yes")
 	case "nvlink":
-		for _, name := range strings.Split(val, ",") {
-			k, ok := enumParse[nvlink.Class](name, nvlink.ClassNames[:])
-			if !ok {
-				return fmt.Errorf("unknown NVLink class %q (want none, partial or full)", name)
-			}
-			c.NVLinks |= 1 << k
-		}
-		return nil
+		return nameBits(&c.NVLinks, val, nvlink.ClassNames[:], "NVLink class", "none, partial or full")
 	default:
 		return fmt.Errorf("unknown condition %q (want ranks, nodes, rpn, nvlink, dtype, form or overlap)", key)
 	}
