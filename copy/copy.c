@@ -80,7 +80,7 @@ static void setup(cmx_comm *c, const void *buf)
 	me.ok = all && k && (k->recs = calloc((size_t)c->size, sizeof(rec_t))) && c->size <= MAX_PEERS && cmx_cuda_ipc_capable() && cmx_cuda_ctx_for(buf) &&
 		cmx_cuda_device(&arch, me.bus, sizeof me.bus);
 	for (int p = 0; p < c->size && me.ok; p++)
-		me.ok = (k->stream[p] = cmx_cuda_stream_prio(1)) != NULL;
+		me.ok = (k->stream[p] = cmx_cuda_stream_high()) != NULL;
 	const char *why = NULL;
 	if (!cmx_comm_agree(c, all != NULL)) /* a rank without the memory must not skip the allgather */
 		why = "a rank is out of memory";

@@ -335,15 +335,15 @@ int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *
 	return ok(cu.IpcGetMemHandle(h, base));
 }
 
-/* A non-blocking stream whose kernels the block scheduler serves before
- * those of default-priority streams (greatest != 0) or after them. */
-void *cmx_cuda_stream_prio(int greatest)
+/* A non-blocking stream of the greatest priority: the block scheduler
+ * serves its kernels before those of default-priority streams. */
+void *cmx_cuda_stream_high(void)
 {
 	int least = 0, most = 0;
 	CUstream s = NULL;
 	if (!cu.StreamCreateWithPriority || !cu.CtxGetStreamPriorityRange || !ok(cu.CtxGetStreamPriorityRange(&least, &most)))
 		return cmx_cuda_stream_new(1);
-	return ok(cu.StreamCreateWithPriority(&s, 1, greatest ? most : least)) ? s : NULL;
+	return ok(cu.StreamCreateWithPriority(&s, 1, most)) ? s : NULL;
 }
 
 int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdeviceptr)dptr, (unsigned char)v, n) == 0; }

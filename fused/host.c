@@ -220,7 +220,7 @@ static void create(cmx_comm *c, uint64_t id)
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
 	int ok = f && hs && add(f) && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
-		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_prio(1)) &&
+		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_high()) &&
 		 (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (!ok)
 		memset(&h, 0, sizeof h);

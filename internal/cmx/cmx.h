@@ -396,7 +396,7 @@ int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h);
 void *cmx_cuda_ipc_open(cmx_ipc_handle h);
 void cmx_cuda_ipc_close(void *p);
 int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *h); /* p's allocation, for a peer to map */
-void *cmx_cuda_stream_prio(int greatest); /* non-blocking, of the greatest or least priority */
+void *cmx_cuda_stream_high(void); /* non-blocking, of the greatest priority */
 int cmx_cuda_memset(void *dptr, int v, size_t n);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
