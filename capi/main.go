@@ -76,6 +76,7 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.fused_algo = map[dispatch.FusedAlgo]C.int{
 		dispatch.AlgoAuto: C.CMX_ALGO_AUTO, dispatch.AlgoOneShot: C.CMX_ALGO_ONESHOT, dispatch.AlgoTwoShot: C.CMX_ALGO_TWOSHOT,
 	}[c.FusedAlgo]
+	cfg.ops_algo = C.int(c.OpsAlgo)
 	for _, w := range c.Warnings {
 		logf("warning: %s", w)
 	}

@@ -47,6 +47,7 @@ static struct {
 	CUresult (*IpcGetMemHandle)(void *, CUdeviceptr);
 	CUresult (*IpcOpenMemHandle)(CUdeviceptr *, cmx_ipc_handle, unsigned);
 	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, void *);
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
@@ -102,6 +103,7 @@ int cmx_cuda_load(void)
 	SYM(IpcGetMemHandle, "cuIpcGetMemHandle");
 	SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
 	SYM(MemsetD8, "cuMemsetD8_v2");
+	SYM(MemsetD8Async, "cuMemsetD8Async");
 	SYM(MemcpyDtoH, "cuMemcpyDtoH_v2");
 	SYM(MemHostAlloc, "cuMemHostAlloc");
 	SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
@@ -193,12 +195,25 @@ int cmx_cuda_legacy_idle(void)
  * program queued on the legacy default stream so far, while the legacy
  * stream does not wait for it in turn (stream is non-blocking). *event is
  * created at the first call and kept by the caller. */
-int cmx_cuda_after_legacy(void *stream, void **event)
+int cmx_cuda_after_legacy(void *stream, void **event) { return cmx_cuda_record(event, CU_STREAM_LEGACY) && cmx_cuda_wait(stream, *event); }
+
+int cmx_cuda_record(void **event, void *stream)
 {
 	enum { CU_EVENT_DISABLE_TIMING = 2 };
 	if (!*event && !ok(cu.EventCreate(event, CU_EVENT_DISABLE_TIMING)))
 		return 0;
-	return ok(cu.EventRecord(*event, CU_STREAM_LEGACY)) && ok(cu.StreamWaitEvent(stream, *event, 0));
+	return ok(cu.EventRecord(*event, stream));
+}
+
+int cmx_cuda_wait(void *stream, void *event) { return ok(cu.StreamWaitEvent(stream, event, 0)); }
+
+int cmx_cuda_sm_count(void)
+{
+	enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16 };
+	int dev, n = 0;
+	if (!cu.CtxGetDevice || cu.CtxGetDevice(&dev) != 0 || cu.DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != 0 || n < 1)
+		return 1;
+	return n;
 }
 
 /* An event recorded on stream now, for a nonblocking call to poll. */
@@ -347,6 +362,11 @@ void *cmx_cuda_stream_high(void)
 }
 
 int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdeviceptr)dptr, (unsigned char)v, n) == 0; }
+
+int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream)
+{
+	return cu.MemsetD8Async && ok(cu.MemsetD8Async((CUdeviceptr)dptr, (unsigned char)v, n, stream));
+}
 
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n) { return cu.MemcpyDtoH(dst, (CUdeviceptr)src, n) == 0; }
 

@@ -51,6 +51,7 @@ type Config struct {
 	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
 	Unordered  bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
 	FusedAlgo  FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
+	OpsAlgo    int       // COLLMUX_OPS_ALGO: 0 auto, 1 fused, 2 cublas (its values' order)
 	Rules      []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
 	UserFrom   int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
 	Tuning     string    // the tuning table in force, if any
@@ -345,6 +346,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.FusedAlgo = FusedAlgo(algo)
+	if c.OpsAlgo, err = choiceVar(getenv, "COLLMUX_OPS_ALGO"); err != nil {
+		return c, err
+	}
 	if c.LingerUS, err = intVar(getenv, "COLLMUX_FUSED_LINGER", DefaultLingerUS, 0, 10_000_000, "microseconds from 0 to 10000000"); err != nil {
 		return c, err
 	}

@@ -7,7 +7,7 @@ package fused
 // Go half, links none of it). Its headers are in internal/cmx.
 
 /*
-#cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function -I${SRCDIR}/../internal/cmx
+#cgo CFLAGS: -O2 -fvisibility=hidden -Wall -Wno-unused-function -I${SRCDIR}/../internal/cmx -I${SRCDIR}/../include
 #cgo LDFLAGS: -ldl -lpthread
 */
 import "C"

@@ -1,5 +1,6 @@
-// Package fused holds collmux's own GPU kernels (kernels.cu, CUDA C) and
-// their on-disk cache. The library embeds the source and compiles it at
+// Package fused holds collmux's own GPU kernels (CUDA C: the collectives
+// in kernels.cu, the fused computation + collective operations in ops.cu,
+// one module) and their on-disk cache. The library embeds the source and compiles it at
 // first use with NVRTC for the GPU it runs on, so building collmux needs no
 // CUDA toolchain; the compiled image is cached under
 // $XDG_CACHE_HOME/collmux or ~/.cache/collmux (without either, not at
@@ -27,7 +28,14 @@ import (
 )
 
 //go:embed kernels.cu
-var Source string
+var collectives string
+
+//go:embed ops.cu
+var ops string
+
+// Source is the module's CUDA C: kernels.cu, then ops.cu, which uses its
+// helpers (CMakeLists.txt joins them alike for nvcc).
+var Source = collectives + ops
 
 // Collectives are those the kernels implement (fused/host.c takes only
 // these); for any other, the fused backend falls back to NCCL.

@@ -5,6 +5,7 @@
 #ifndef CMX_FUSED_H
 #define CMX_FUSED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define MAX_RANKS 8          /* CMX_MAX_RANKS in kernels.cu */
@@ -55,5 +56,19 @@ typedef struct {
  * the latest job any of them rang: ranks whose kernels stopped at
  * different times rang different numbers of exit jobs. */
 uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq);
+
+/* Every rank's `bytes` of device memory, zeroed, mapped by every other
+ * (peer[p]; peer[me] its own), proven by a token each rank writes at
+ * offset probe and every rank reads back. Collective, over c's ranks, each
+ * of which says whether it is ready (ok); 1 on every rank, or 0 on every
+ * rank and nothing left allocated here. */
+struct cmx_comm;
+int cmx_fused_map(struct cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer);
+
+/* A kernel of the fused module (kernels.cu and ops.cu), which is loaded at
+ * the first call; NULL where it cannot be. */
+void *cmx_fused_kernel(const char *name);
+
+void cmx_ops_release(struct cmx_comm *c); /* ops.c: c is being freed */
 
 #endif

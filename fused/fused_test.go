@@ -134,6 +134,16 @@ func TestSourceLimits(t *testing.T) {
 			t.Errorf("kernels.cu and fused/fused.h disagree on %q", pair[0])
 		}
 	}
+	o, err := os.ReadFile("ops.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]string{{"#define CMX_OPS_TILES 4096", "#define OPS_TILES 4096"}, {"#define CMX_OPS_THREADS 256", "#define OPS_THREADS 256"},
+		{"#define CMX_OPS_RW 4", "#define OPS_RW 4"}} {
+		if !strings.Contains(ops, pair[0]) || !strings.Contains(string(o), pair[1]) {
+			t.Errorf("ops.cu and fused/ops.c disagree on %q", pair[0])
+		}
+	}
 }
 
 func TestServes(t *testing.T) {

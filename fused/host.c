@@ -122,6 +122,12 @@ static void load(void)
 	cmx_log(1, "fused kernels %s (sm_%d)", fn_ring ? "loaded" : "failed to load", arch);
 }
 
+void *cmx_fused_kernel(const char *name)
+{
+	pthread_once(&load_once, load);
+	return fn_ring ? cmx_cuda_function(NULL, name, &module) : NULL;
+}
+
 static int type_of(int kind)
 {
 	switch (kind) {
@@ -213,48 +219,57 @@ static struct cmx_fused *settle(cmx_comm *c, const cmx_ws_offer *o, uint64_t id,
 
 /* ---- set-up, collective over the communicator ---- */
 
+int cmx_fused_map(cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer)
+{
+	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
+	char *mine = NULL;
+	ok = ok && hs && (mine = cmx_cuda_malloc(bytes)) && cmx_cuda_memset(mine, 0, bytes) && cmx_cuda_ipc_handle(mine, &h);
+	int mapped = 0;
+	if (cmx_comm_agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
+		/* each rank writes its token, every rank reads all of them */
+		uint32_t token = 0xC011A000u + (uint32_t)c->rank;
+		ok = cmx_cuda_copy(mine + probe, &token, sizeof token, NULL) && cmx_cuda_sync(NULL);
+		peer[c->rank] = mine;
+		for (int p = 0; p < c->size && ok; p++)
+			if (p != c->rank)
+				ok = (peer[p] = cmx_cuda_ipc_open(hs[p])) != NULL;
+		ok = cmx_comm_agree(c, ok);
+		for (int p = 0; p < c->size && ok; p++) {
+			uint32_t got = 0;
+			ok = cmx_cuda_dtoh(&got, peer[p] + probe, sizeof got) && got == 0xC011A000u + (uint32_t)p;
+		}
+		mapped = cmx_comm_agree(c, ok);
+		if (!mapped && c->rank == 0)
+			cmx_log(1, "fused path off for a communicator of %d ranks: peer memory could not be mapped or read", c->size);
+	}
+	/* peers' mappings stay until the process ends: closing them needs the
+	 * same agreement as opening, and this path is rare */
+	if (!mapped) {
+		cmx_cuda_free(mine);
+		peer[c->rank] = NULL;
+	}
+	free(hs);
+	return mapped;
+}
+
 /* A new workspace for c, mapped by every rank and proven by a real
  * transfer; id is the same on every rank. */
 static void create(cmx_comm *c, uint64_t id)
 {
 	struct cmx_fused *f = calloc(1, sizeof *f);
-	cmx_ipc_handle h, *hs = calloc((size_t)c->size, sizeof h);
-	int ok = f && hs && add(f) && (f->peer[c->rank] = cmx_cuda_malloc(WORKSPACE)) && cmx_cuda_memset(f->peer[c->rank], 0, WORKSPACE) &&
-		 cmx_cuda_ipc_handle(f->peer[c->rank], &h) && (f->stream = cmx_cuda_stream_high()) &&
-		 (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
-	if (!ok)
-		memset(&h, 0, sizeof h);
-	if (cmx_comm_agree(c, ok) && cmx_px.Allgather(&h, (int)sizeof h, cmx_abi.byte, hs, (int)sizeof h, cmx_abi.byte, c->handle) == 0) {
-		/* each rank writes its token, every rank reads all of them */
-		uint32_t token = 0xC011A000u + (uint32_t)c->rank;
-		ok = cmx_cuda_copy(f->peer[c->rank] + PROBE_OFF, &token, sizeof token, NULL) && cmx_cuda_sync(NULL);
-		for (int p = 0; p < c->size && ok; p++)
-			if (p != c->rank)
-				ok = (f->peer[p] = cmx_cuda_ipc_open(hs[p])) != NULL;
-		ok = cmx_comm_agree(c, ok);
-		for (int p = 0; p < c->size && ok; p++) {
-			uint32_t got = 0;
-			ok = cmx_cuda_dtoh(&got, f->peer[p] + PROBE_OFF, sizeof got) && got == 0xC011A000u + (uint32_t)p;
-		}
-		if (cmx_comm_agree(c, ok)) {
-			f->n = c->size, f->me = c->rank, f->id = id;
-			c->fused = f;
-			c->fused_state = 1;
-			free(hs);
-			return;
-		}
-		if (c->rank == 0)
-			cmx_log(1, "fused path off for a communicator of %d ranks: peer memory could not be mapped or read", c->size);
+	char *none[MAX_RANKS];
+	int ok = f && add(f) && (f->stream = cmx_cuda_stream_high()) && (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
+	if (cmx_fused_map(c, ok, WORKSPACE, PROBE_OFF, f ? f->peer : none)) {
+		f->n = c->size, f->me = c->rank, f->id = id;
+		c->fused = f;
+		c->fused_state = 1;
+		return;
 	}
-	/* peers' mappings stay until the process ends: closing them needs the
-	 * same agreement as opening, and this path is rare */
 	if (f) {
 		drop(f);
-		cmx_cuda_free(f->peer[c->rank]);
 		cmx_cuda_stream_free(f->stream);
 	}
 	free(f);
-	free(hs);
 }
 
 /* Every rank says what it has and offers its retired workspaces; all
@@ -462,6 +477,8 @@ void cmx_fused_release_all(void)
  * a set-up learns when every rank offers it. */
 void cmx_fused_release(cmx_comm *c)
 {
+	if (c)
+		cmx_ops_release(c);
 	if (!c || !c->fused)
 		return;
 	stop(c->fused);

@@ -38,6 +38,40 @@ int collmux_set_rules(const char *rules);
  * MPI is CUDA-aware; otherwise that MPI's own answer, or 0. */
 int MPIX_Query_cuda_support(void);
 
+/* ---- Fused computation + collective operations ----
+ *
+ * Each is collective over a communicator of ranks on one node whose GPUs
+ * reach each other (NVLink or PCIe peer access), up to 8 ranks, and runs
+ * as one kernel queued on `stream` (a CUstream or cudaStream_t; 0 is the
+ * legacy default stream): the call returns once it is queued, and the
+ * result is there when the stream gets past it. The kernel computes this
+ * rank's part and writes it, tile by tile as each is done, into the
+ * peers' memory, so the communication hides under the computation.
+ *
+ * comm is the communicator's Fortran handle, which every MPI ABI shares:
+ * MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. Every rank passes the
+ * same shape and type; calls on one communicator are ordered on the GPU
+ * even across streams. They return 0 once queued, or -1 with the reason
+ * on stderr, naming the call: nothing is queued then, on any rank where
+ * the reason is one every rank shares (an argument, the set-up). A rank
+ * that never arrives, or passes another shape, makes the peers' kernels
+ * give up after COLLMUX_TIMEOUT seconds with a message; their results are
+ * then not valid, and the communicator's next call returns -1. */
+
+/* Element types of the operations' buffers. */
+enum { COLLMUX_FLOAT32 = 0, COLLMUX_FLOAT16 = 1, COLLMUX_BFLOAT16 = 2 };
+
+/* GEMV + all-reduce, the row-parallel linear layer: y = sum over the ranks
+ * r of A_r x_r, the same bits on every rank. A is this rank's m x k slice
+ * (row-major, row stride lda >= k; in PyTorch, weight[:, k0:k0+k] of a
+ * Linear layer), x its batch x k slice of the input (row stride ldx), y
+ * batch x m (row stride ldy); k may differ between ranks, m and batch
+ * (1 to 16) may not, and m is at most 131072. Products accumulate in
+ * fp32; each rank's partial travels in fp32 and the partials are summed
+ * in rank order, then rounded once to dtype. */
+int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
+			   const void *x, long long ldx, void *y, long long ldy);
+
 #ifdef __cplusplus
 }
 #endif

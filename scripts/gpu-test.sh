@@ -59,6 +59,8 @@ mpicc -I$CUDA/include -o $B/commfree tests/gpu/commfree.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 mpicc -I$CUDA/include -o $B/overlaptest tests/c/overlaptest.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/overlap bench/overlap.c -L$CUDA/lib64 -lcudart -ldl
+mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart -ldl -lm
+mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
@@ -82,10 +84,33 @@ overlap_suite() {
   result $? "the collmux_overlap info key: $(tail -1 $B/ot), $(calls $B/ot.json copy) copy-engine calls"
   grep -q "0 failures" $B/ot || { cat $B/ot; tail $B/ot.err; }
 }
-if [ "${ONLY:-}" = overlap ]; then
+# The fused computation + collective operations (collmux.h): the module
+# compiles with nvcc too (its registers and spills on record), and every
+# operation gives the exact reference bit for bit on 1 to NGPU ranks.
+ops_suite() {
+  cat fused/kernels.cu fused/ops.cu > $B/module.cu
+  $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
+    -Xptxas -v -o $B/module.cubin $B/module.cu > $B/ptxas.txt 2>&1
+  result $? "the kernel module (kernels.cu + ops.cu) compiles with nvcc"
+  grep -A1 "cmx_gemv_ar" $B/ptxas.txt | grep -E "registers|spill" | sort | uniq -c | head -8 | tee "$OUT/ops-ptxas.txt"
+  grep -E "error" $B/ptxas.txt | head -20
+  for np in $(seq 1 "$NGPU"); do
+    for algo in auto fused cublas; do
+      [ $np = "$NGPU" ] || [ $algo = auto ] || continue
+      run $np "${X[@]}" -x COLLMUX_TIMEOUT=20 -x COLLMUX_OPS_ALGO=$algo $B/fusedops > $B/fo.$np 2> $B/fo.$np.err
+      grep -q "$np ranks, 0 failures" $B/fo.$np
+      result $? "GEMV + all-reduce, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
+      grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
+    done
+  done
+}
+if [ "${ONLY:-}" = ops ]; then
+  ops_suite
+elif [ "${ONLY:-}" = overlap ]; then
   overlap_suite
 else
 overlap_suite
+ops_suite
 
 for np in $(seq 1 "$NGPU"); do
   run $np $B/colltest > $B/host.$np 2>&1
@@ -214,7 +239,8 @@ grep "^first use" $B/cf.out
 # loaded from collmux-kernels/ beside the library instead of NVRTC
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
-$CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum fused/kernels.cu | cut -c1-24).cubin fused/kernels.cu
+cat fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
+$CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
 run "$NGPU" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
 grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
 result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
@@ -312,7 +338,14 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = overlap ]; } && [ "$NGPU" -ge 2 
   done > "$OUT/overlap.csv"
   cat "$OUT/overlap.csv"
 fi
-if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "$NGPU" -ge 2 ]; then
+# BENCH=ops (and BENCH=1): the fused operations against their unfused forms
+if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; then
+  { timeout 300 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=fused $B/fusedops_bench ${OPS_MAX:-28672} adb1gn d:fused
+    timeout 200 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=cublas $B/fusedops_bench ${OPS_MAX:-28672} d1 d:cublas | tail -n +2
+  } > "$OUT/fusedops.csv" 2> $B/fob.err || tail -20 $B/fob.err
+  cat "$OUT/fusedops.csv"
+fi
+if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "${BENCH:-1}" != ops ] && [ "$NGPU" -ge 2 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
     timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
   cat "$OUT/nb-bench.csv"

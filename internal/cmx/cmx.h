@@ -242,6 +242,7 @@ typedef struct {
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
 	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
+	int ops_algo;   /* COLLMUX_OPS_ALGO: 0 auto, 1 the fused kernel, 2 cuBLAS and collmux's reduction */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */
@@ -347,6 +348,8 @@ struct cmx_comm {
 	int overlap;               /* its collectives run beside computation: COLLMUX_OVERLAP or its collmux_overlap info key, agreed */
 	struct cmx_copy *copy;     /* the copy engines' state (copy/); NULL until tried */
 	int copy_state;            /* 0 not tried, 1 ready, -1 unusable */
+	struct cmx_ops *ops;       /* fused operations' workspace (fused/ops.c); NULL until the first */
+	int ops_state;             /* 0 not tried, 1 ready, -1 unusable */
 };
 static inline int cmx_gate_refuses(const cmx_comm *c, const cmx_args *a)
 {
@@ -376,6 +379,9 @@ int cmx_cuda_query(void *stream); /* 1 idle, 0 busy, -1 failed */
 int cmx_cuda_legacy_idle(void);    /* waits for the legacy default stream */
 int cmx_cuda_after_legacy(void *stream, void **event); /* stream's next work waits for the legacy stream's, on the device */
 void *cmx_cuda_event_after(void *stream); /* an event recorded on stream now; NULL on failure */
+int cmx_cuda_record(void **event, void *stream); /* records *event (made at the first call) on stream */
+int cmx_cuda_wait(void *stream, void *event);    /* stream's next work waits for event, on the device */
+int cmx_cuda_sm_count(void);                     /* multiprocessors of the current device; 1 when unknown */
 int cmx_cuda_event_done(void *event);     /* 1 done, 0 not yet, -1 failed */
 void cmx_cuda_event_free(void *event);
 void cmx_cuda_stream_free(void *stream);
@@ -398,8 +404,16 @@ void cmx_cuda_ipc_close(void *p);
 int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *h); /* p's allocation, for a peer to map */
 void *cmx_cuda_stream_high(void); /* non-blocking, of the greatest priority */
 int cmx_cuda_memset(void *dptr, int v, size_t n);
+int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
+
+/* cuBLAS (cuda/cublas.c), loaded at first use: y (fp32, m x batch,
+ * column-major: [b][row]) = A x_b for row-major A (m x k, row stride lda)
+ * and x (batch x k, row stride ldx) of element type dtype (COLLMUX_FLOAT32,
+ * _FLOAT16, _BFLOAT16), queued on stream; 0 where cuBLAS is unavailable
+ * or refuses. */
+int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, float *y);
 
 /* ---- the copy engines (copy/) ---- */
 int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc);

@@ -21,4 +21,8 @@ cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaDeviceSynchronize(void);
 const char *cudaGetErrorString(cudaError_t e);
+enum { cudaStreamNonBlocking = 1 };
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
 #endif

@@ -192,3 +192,6 @@ int cudaFree(void *p) { return cuMemFree_v2((uintptr_t)p); }
 int cudaMemcpy(void *d, const void *s, size_t n, int kind) { return (void)kind, cuMemcpyAsync((uintptr_t)d, (uintptr_t)s, n, NULL); }
 int cudaMemset(void *p, int v, size_t n) { return cuMemsetD8_v2((uintptr_t)p, (unsigned char)v, n); }
 const char *cudaGetErrorString(int e) { return e ? "fakecuda error" : "no error"; }
+int cudaStreamCreate(void **s) { return cuStreamCreate(s, 0); }
+int cudaStreamCreateWithFlags(void **s, unsigned f) { return cuStreamCreate(s, f); }
+int cudaStreamSynchronize(void *s) { return cuStreamSynchronize(s); }

@@ -1,0 +1,203 @@
+/*
+ * fusedops: the fused GEMV + all-reduce of collmux.h against its unfused
+ * forms, in one run on the same GPUs (issue 18). Each rank holds the
+ * column slice A_r (M x K/n, bf16) of a row-parallel linear layer and its
+ * slice of the input (batch x K/n); every rank wants y = sum_r A_r x_r.
+ *   a  cuBLAS GEMM (bf16 out) then ncclAllReduce, one stream
+ *   b  cuBLAS GEMM then MPI_Allreduce on the device buffer (collmux's path)
+ *   d  collmux_gemv_allreduce, one kernel
+ *   gemv, nccl  the two halves of (a) alone; d1: (d) on one rank's
+ *      communicator, the fused kernel's computation alone
+ * Per shape and contender, the median over ROUNDS rounds of ITERS calls
+ * queued back to back, the slowest rank's. Rank 0 prints CSV:
+ *   op,m,k,batch,ranks,contender,us,speedup_vs_a,max_rel_diff_vs_a
+ *
+ * usage: fusedops [max_m [contenders [name of d]]]   (libcollmux.so preloaded)
+ *   contenders: letters of the above (1 for d1), default adb1gn; run it
+ *   under COLLMUX_OPS_ALGO=fused and =cublas to see both forms of d
+ * build: mpicc -O2 -I$CUDA/include -o fusedops bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "../include/collmux.h"
+#include "../tests/gpu/gpu_common.h"
+
+enum { ITERS = 50, ROUNDS = 7 };
+static int rank, size;
+static ncclComm_t nccl;
+static cudaStream_t st;
+static int (*gemv_ar)(int, void *, int, int, int, int, const void *, long long, const void *, long long, void *, long long);
+static struct {
+	int (*create)(void **);
+	int (*set_stream)(void *, cudaStream_t);
+	int (*gemm)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *, void *,
+		    int, int, int, int);
+} blas;
+static void *handle;
+
+static void load(void)
+{
+	void *b = dlopen("libcublas.so.13", RTLD_NOW);
+	if (!b)
+		b = dlopen("libcublas.so.12", RTLD_NOW);
+	*(void **)&gemv_ar = dlsym(RTLD_DEFAULT, "collmux_gemv_allreduce");
+	if (!b || !gemv_ar) {
+		fprintf(stderr, "fusedops: needs cuBLAS, and libcollmux.so preloaded\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	*(void **)&blas.create = dlsym(b, "cublasCreate_v2");
+	*(void **)&blas.set_stream = dlsym(b, "cublasSetStream_v2");
+	*(void **)&blas.gemm = dlsym(b, "cublasGemmEx");
+	blas.create(&handle);
+}
+
+/* y (batch x m, row-major) = x (batch x k) A^T (A: m x k row-major), bf16, fp32 accumulation */
+static void gemm(const void *a, const void *x, void *y, int m, int k, int batch, cudaStream_t s)
+{
+	enum { OP_N = 0, OP_T = 1, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+	const float one = 1, zero = 0;
+	blas.set_stream(handle, s);
+	blas.gemm(handle, OP_T, OP_N, m, batch, k, &one, a, R_16BF, k, x, R_16BF, k, &zero, y, R_16BF, m, COMPUTE_32F, GEMM_DEFAULT);
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct {
+	void *a, *x, *y;
+	int m, k, batch;
+} prob;
+
+/* one call of contender c */
+static void call(char c, const prob *p)
+{
+	switch (c) {
+	case 'a':
+		gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st);
+		ncclAllReduce(p->y, p->y, (size_t)p->m * p->batch, ncclBfloat16, ncclSum, nccl, st);
+		break;
+	case 'b': /* as an MPI program writes it: the legacy stream, then the collective */
+		gemm(p->a, p->x, p->y, p->m, p->k, p->batch, 0);
+		MPI_Allreduce(MPI_IN_PLACE, p->y, p->m * p->batch, MPI_UINT16_T, MPI_SUM, MPI_COMM_WORLD); /* see below */
+		break;
+	case 'd':
+		gemv_ar(MPI_Comm_c2f(MPI_COMM_WORLD), st, COLLMUX_BFLOAT16, p->m, p->k, p->batch, p->a, p->k, p->x, p->k, p->y, p->m);
+		break;
+	case '1':
+		gemv_ar(MPI_Comm_c2f(MPI_COMM_SELF), st, COLLMUX_BFLOAT16, p->m, p->k, p->batch, p->a, p->k, p->x, p->k, p->y, p->m);
+		break;
+	case 'g': gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st); break;
+	case 'n': ncclAllReduce(p->y, p->y, (size_t)p->m * p->batch, ncclBfloat16, ncclSum, nccl, st); break;
+	}
+}
+
+/* microseconds a call of contender c takes: the median of the rounds, the slowest rank's */
+static double measure(char c, const prob *p)
+{
+	double r[ROUNDS];
+	for (int i = 0; i < 3; i++)
+		call(c, p);
+	cudaDeviceSynchronize();
+	for (int k = 0; k < ROUNDS; k++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t0 = now();
+		for (int i = 0; i < ITERS; i++)
+			call(c, p);
+		cudaDeviceSynchronize();
+		r[k] = (now() - t0) / ITERS * 1e6;
+		MPI_Allreduce(MPI_IN_PLACE, &r[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	}
+	for (int i = 1; i < ROUNDS; i++) /* insertion sort */
+		for (int j = i; j > 0 && r[j] < r[j - 1]; j--) {
+			double t = r[j];
+			r[j] = r[j - 1], r[j - 1] = t;
+		}
+	return r[ROUNDS / 2];
+}
+
+static float bf(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+int main(int argc, char **argv)
+{
+	gpu_select();
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	const int max_m = argc > 1 ? atoi(argv[1]) : 28672;
+	const char *cs = argc > 2 ? argv[2] : "adb1gn", *dname = argc > 3 ? argv[3] : "d:collmux";
+	load();
+	ncclUniqueId id;
+	if (rank == 0)
+		ncclGetUniqueId(&id);
+	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+	ncclCommInitRank(&nccl, size, id, rank);
+	CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	if (rank == 0)
+		printf("op,m,k,batch,ranks,contender,us,speedup_vs_a,max_rel_diff_vs_a\n");
+	const int dims[] = {4096, 8192, 16384, 28672}, batches[] = {1, 4, 16};
+	for (size_t di = 0; di < 4 && dims[di] <= max_m; di++)
+		for (size_t bi = 0; bi < 3; bi++) {
+			prob p = {NULL, NULL, NULL, dims[di], dims[di] / size, batches[bi]};
+			const size_t na = (size_t)p.m * p.k, nx = (size_t)p.batch * p.k, ny = (size_t)p.batch * p.m;
+			uint16_t *h = malloc(na * 2);
+			for (size_t i = 0; i < na; i++) /* small values: the sums stay far from bf16's limits */
+				h[i] = (uint16_t)(0x3c00 + ((i * 2654435761u + rank * 40503u) >> 7 & 0x1ff)) ^ (uint16_t)((i & 1) << 15);
+			CUDA_OK(cudaMalloc(&p.a, na * 2));
+			CUDA_OK(cudaMalloc(&p.x, nx * 2));
+			CUDA_OK(cudaMalloc(&p.y, ny * 2));
+			CUDA_OK(cudaMemcpy(p.a, h, na * 2, cudaMemcpyHostToDevice));
+			CUDA_OK(cudaMemcpy(p.x, h + 7, nx * 2, cudaMemcpyHostToDevice));
+			/* correctness of d against a, once */
+			uint16_t *ya = malloc(ny * 2), *yd = malloc(ny * 2);
+			call('a', &p);
+			CUDA_OK(cudaStreamSynchronize(st));
+			CUDA_OK(cudaMemcpy(ya, p.y, ny * 2, cudaMemcpyDeviceToHost));
+			call('d', &p);
+			CUDA_OK(cudaStreamSynchronize(st));
+			CUDA_OK(cudaMemcpy(yd, p.y, ny * 2, cudaMemcpyDeviceToHost));
+			double diff = 0, scale = 0;
+			for (size_t i = 0; i < ny; i++)
+				scale = fmax(scale, fabs(bf(ya[i])));
+			for (size_t i = 0; i < ny; i++)
+				diff = fmax(diff, fabs(bf(ya[i]) - bf(yd[i])) / (scale > 0 ? scale : 1));
+			const double ta = measure('a', &p); /* every speedup is against it */
+			/* b's MPI_Allreduce sums uint16 words, not bf16 values: its
+			 * timing is the path's (the bytes and route are those of a bf16
+			 * all-reduce; MPI has no bf16 type) and its result is not used */
+			for (const char *c = cs; *c; c++) {
+				const double us = *c == 'a' ? ta : measure(*c, &p);
+				const char *name = *c == 'a' ? "a:cublas+nccl"
+						   : *c == 'b' ? "b:cublas+collmux-mpi"
+						   : *c == 'd' ? dname
+						   : *c == '1' ? "d1:compute-only"
+						   : *c == 'g' ? "gemv:cublas-alone"
+							       : "nccl:allreduce-alone";
+				if (rank == 0)
+					printf("gemv_allreduce,%d,%d,%d,%d,%s,%.2f,%.3f,%.2e\n", p.m, p.k * size, p.batch, size, name, us, ta / us,
+					       *c == 'd' ? diff : 0.0);
+				fflush(stdout);
+			}
+			cudaFree(p.a), cudaFree(p.x), cudaFree(p.y);
+			free(h), free(ya), free(yd);
+		}
+	ncclCommDestroy(nccl);
+	MPI_Finalize();
+	return 0;
+}

@@ -1,0 +1,51 @@
+/* cublas.c: cuBLAS, loaded with dlopen at first use, for the unfused form
+ * of collmux's fused operations (fused/ops.c). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "cmx.h"
+
+static struct {
+	int (*Create)(void **);
+	int (*SetStream)(void *, void *);
+	int (*GemmEx)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *, void *,
+		      int, int, int, int);
+} bl;
+static void *handle; /* one for the process: each call sets its stream under mu */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int load(void)
+{
+	static int tried;
+	if (tried)
+		return handle != NULL;
+	tried = 1;
+	const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
+	void *h = NULL;
+	for (int i = 0; names[i] && !h; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return 0;
+	*(void **)&bl.Create = dlsym(h, "cublasCreate_v2");
+	*(void **)&bl.SetStream = dlsym(h, "cublasSetStream_v2");
+	*(void **)&bl.GemmEx = dlsym(h, "cublasGemmEx");
+	if (!bl.Create || !bl.SetStream || !bl.GemmEx || bl.Create(&handle) != 0)
+		handle = NULL;
+	return handle != NULL;
+}
+
+int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, float *y)
+{
+	/* cudaDataType: R_32F 0, R_16F 2, R_16BF 14; CUBLAS_COMPUTE_32F 68 */
+	static const int types[] = {0, 2, 14};
+	enum { OP_N = 0, OP_T = 1, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+	const float one = 1, zero = 0;
+	pthread_mutex_lock(&mu);
+	/* row-major A (m x k) is column-major k x m: y (m x batch, column-major) = A^T x */
+	int ok = load() && bl.SetStream(handle, stream) == 0 &&
+		 bl.GemmEx(handle, OP_T, OP_N, m, batch, k, &one, a, types[dtype], (int)lda, x, types[dtype], (int)ldx, &zero, y, 0, m,
+			   COMPUTE_32F, GEMM_DEFAULT) == 0;
+	pthread_mutex_unlock(&mu);
+	return ok;
+}

@@ -1,0 +1,338 @@
+//go:build collmux_lib
+
+/*
+ * ops.c: fused computation + collective operations, collmux's own API
+ * (include/collmux.h). An interposer cannot see the GEMV before an
+ * MPI_Allreduce, so these are called by name: each runs as one kernel
+ * (fused/ops.cu) on the program's stream, with no host thread in the
+ * call, that computes this rank's part and pushes it tile by tile into
+ * the peers' ops workspaces over NVLink.
+ *
+ * A communicator's ops workspace is separate from its collectives' (the
+ * resident kernel's jobs and these kernels run on different streams, in
+ * no order), made at its first operation, collectively, and grown, at a
+ * stream synchronisation and two agreements, when a call needs more. Like
+ * the collectives' workspaces it is never freed (MPI_Comm_free is local,
+ * and freeing memory a peer maps needs the peer): at most OPS_MAX per
+ * process.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmx.h"
+#include "collmux.h"
+#include "fused.h"
+
+#define OPS_TILES 4096 /* CMX_OPS_TILES in ops.cu */
+#define OPS_THREADS 256 /* CMX_OPS_THREADS */
+#define OPS_RW 4        /* CMX_OPS_RW */
+#define OPS_FLAGS ((size_t)2 * OPS_TILES * MAX_RANKS * 8)
+#define OPS_MIN (16u << 20) /* a workspace's least size: room for GEMVs to 128 Ki rows x batch 16 on 2 ranks */
+#define OPS_MAX 16
+
+/* Laid out as OpsCall and Gemv in ops.cu. */
+typedef struct {
+	char *ws[MAX_RANKS];
+	uint64_t flags, data;
+	int n, me;
+	uint32_t seq, shape;
+	uint64_t timeout_ns;
+	uint32_t *err;
+} ops_call_t;
+typedef struct {
+	const void *a, *x;
+	void *y;
+	long long lda, ldx, ldy;
+	int m, k, batch, rw;
+	_Bool vec, xvec;
+} gemv_t;
+
+struct cmx_ops {
+	char *peer[MAX_RANKS]; /* every rank's ops workspace, mapped here */
+	size_t cap;            /* bytes of each */
+	uint32_t seq;          /* the last call's number, the same on every rank */
+	volatile uint32_t *err; /* the kernels' reports (ops_call_t.err), host-mapped */
+	void *err_d;
+	void *last;        /* event: the last call's kernel done */
+	void *last_stream; /* the stream it ran on */
+	int sms;           /* the GPU's multiprocessors */
+};
+static int ops_made; /* workspaces made by this process (never freed) */
+static pthread_mutex_t ops_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int fail(const char *fn, cmx_comm *c, const char *why)
+{
+	fprintf(stderr, "collmux: %s on rank %d: %s\n", fn, c ? c->rank : cmx_log_rank(), why);
+	return -1;
+}
+
+/* The kernel `name` of the fused module, looked up once. */
+static void *kernel(const char *name, void **cached)
+{
+	void *f = __atomic_load_n(cached, __ATOMIC_ACQUIRE);
+	if (!f && (f = cmx_fused_kernel(name)))
+		__atomic_store_n(cached, f, __ATOMIC_RELEASE);
+	return f;
+}
+
+/* Waits for the communicator's last kernel; 0 when it failed. */
+static int settled(struct cmx_ops *o)
+{
+	int d = 1;
+	while (o->last && (d = cmx_cuda_event_done(o->last)) == 0)
+		cmx_cpu_relax();
+	return d > 0;
+}
+
+/* Makes c's ops workspace of `bytes`, or a larger one in place of the one
+ * it has: collective, decided alike on every rank (from the arguments
+ * every rank passes alike, and agreements). NULL with *why on failure. */
+static const char *ready(cmx_comm *c, const void *buf, size_t bytes)
+{
+	struct cmx_ops *o = c->ops;
+	if (c->ops_state < 0)
+		return "fused operations are off for this communicator (see the message of the call that failed)";
+	if (o && o->cap >= bytes)
+		return NULL;
+	if (!o) { /* the first operation: can every rank take part? */
+		struct {
+			char host[64], bus[32];
+			int ok, arch, room;
+		} me, *all = calloc((size_t)c->size, sizeof me);
+		memset(&me, 0, sizeof me);
+		pthread_mutex_lock(&ops_mu);
+		me.room = ops_made < OPS_MAX;
+		pthread_mutex_unlock(&ops_mu);
+		me.ok = all && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() && cmx_fused_kernel("cmx_ring") &&
+			cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+		cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+		const char *why = NULL;
+		if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
+			why = "its set-up could not gather the ranks' facts";
+		for (int p = 0; p < c->size && !why; p++) {
+			if (!all[p].ok)
+				why = c->size > MAX_RANKS ? "it has more than 8 ranks"
+							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
+			else if (!all[p].room)
+				why = "some rank made as many ops workspaces as a process may (16)";
+			else if (strcmp(all[p].host, all[0].host) != 0)
+				why = "its ranks span several nodes";
+			for (int q = 0; q < p && !why; q++)
+				if (strcmp(all[p].bus, all[q].bus) == 0)
+					why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
+		}
+		free(all);
+		if (!why && !(o = calloc(1, sizeof *o)))
+			why = "out of memory";
+		if (!why && !(o->err = cmx_cuda_mapped(sizeof *o->err, &o->err_d)))
+			why = "no host-mapped memory for the kernels' reports";
+		if (!cmx_comm_agree(c, !why) && !why)
+			why = "some rank could not set up";
+		if (why) {
+			if (o && o->err)
+				cmx_cuda_host_free((void *)o->err);
+			free(o);
+			c->ops_state = -1;
+			return why;
+		}
+		o->sms = cmx_cuda_sm_count();
+		c->ops = o;
+		pthread_mutex_lock(&ops_mu);
+		ops_made++;
+		pthread_mutex_unlock(&ops_mu);
+	} else { /* grow: every rank's kernels are done with the old one, then its mappings close, then it is freed */
+		int ok = cmx_comm_agree(c, settled(o));
+		for (int p = 0; p < c->size && ok; p++)
+			if (p != c->rank)
+				cmx_cuda_ipc_close(o->peer[p]);
+		if (!cmx_comm_agree(c, ok))
+			return c->ops_state = -1, "the ops workspace could not be grown";
+		cmx_cuda_free(o->peer[c->rank]);
+		memset(o->peer, 0, sizeof o->peer);
+	}
+	size_t cap = o->cap ? o->cap : OPS_MIN;
+	while (cap < bytes)
+		cap *= 2;
+	if (!cmx_fused_map(c, 1, cap, 0, o->peer))
+		return c->ops_state = -1, "the ops workspaces could not be mapped by every rank";
+	o->cap = cap, o->seq = 0; /* zeroed flags: numbering starts again */
+	c->ops_state = 1;
+	return NULL;
+}
+
+/* Lets go of c's operations without waiting for their kernels
+ * (MPI_Comm_free is local): the workspace and the report word, which a
+ * kernel may still write, stay (see above); the event goes, which CUDA
+ * allows while it is pending. */
+void cmx_ops_release(cmx_comm *c)
+{
+	struct cmx_ops *o = c->ops;
+	if (!o)
+		return;
+	cmx_cuda_event_free(o->last);
+	free(o);
+	c->ops = NULL;
+	c->ops_state = -1;
+}
+
+/* What the arguments of every operation need before its kernel: MPI up,
+ * collmux's state of the communicator (Fortran handle `comm`), and no
+ * failure reported by an earlier kernel. */
+static cmx_comm *comm_of(const char *fn, int comm)
+{
+	int rc = 0;
+	cmx_init();
+	if (cmx_cfg.disable || !cmx_mpi_setup() || (!cmx_px.Comm_f2c && !cmx_abi.int_handles)) {
+		fail(fn, NULL, "MPI is not initialised, or collmux is disabled (COLLMUX_DISABLE)");
+		return NULL;
+	}
+	/* MPICH's MPI_Comm_f2c is a cast (a macro, no function); Open MPI's
+	 * gives NULL for a handle it never gave */
+	const cmx_h h = cmx_px.Comm_f2c ? cmx_px.Comm_f2c(comm) : (cmx_h)(unsigned)comm;
+	cmx_comm *c = h ? cmx_comm_get(h, &rc) : NULL;
+	if (!c) {
+		fail(fn, NULL, "not a valid communicator (pass MPI_Comm_c2f(comm), or comm.py2f() in mpi4py)");
+		return NULL;
+	}
+	if (c->inter) {
+		fail(fn, c, "intercommunicators are not supported");
+		return NULL;
+	}
+	if (c->ops && *c->ops->err) {
+		fail(fn, c, "an earlier fused operation on this communicator failed (its message above); fused operations are off for it");
+		cmx_ops_release(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Orders this call after the communicator's last one, which may have run
+ * on another stream (ops.cu: two data halves suffice only so), and
+ * numbers it. */
+static int begin(struct cmx_ops *o, void *stream, ops_call_t *O, cmx_comm *c, uint32_t shape)
+{
+	if (o->last && o->last_stream != stream && !cmx_cuda_wait(stream, o->last))
+		return 0;
+	o->seq = cmx_fused_next_seq(o->seq);
+	memset(O, 0, sizeof *O);
+	for (int p = 0; p < c->size; p++)
+		O->ws[p] = o->peer[p];
+	const int half = (int)(o->seq & 1);
+	O->flags = (uint64_t)half * OPS_TILES * MAX_RANKS * 8;
+	O->data = OPS_FLAGS + (uint64_t)half * ((o->cap - OPS_FLAGS) / 2 & ~(size_t)255);
+	O->n = c->size, O->me = c->rank;
+	O->seq = o->seq, O->shape = shape;
+	O->timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
+	O->err = o->err_d;
+	return 1;
+}
+
+static int end(struct cmx_ops *o, void *stream)
+{
+	o->last_stream = stream;
+	return cmx_cuda_record(&o->last, stream);
+}
+
+static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
+
+/* a digest of what every rank must pass alike */
+static uint32_t digest(const int64_t *v, int n)
+{
+	uint32_t h = 2166136261u;
+	for (int i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++)
+			h = (h ^ (uint8_t)(v[i] >> (8 * b))) * 16777619u;
+	return h;
+}
+
+/* The batch past which collmux_gemv_allreduce leaves the products to
+ * cuBLAS (tensor cores) by default: the fused loop runs on CUDA cores, and
+ * past a few columns of x it is compute-bound (docs/results, fusedops). */
+#define GEMV_FUSED_BATCH 4
+
+CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
+				      const void *x, long long ldx, void *y, long long ldy)
+{
+	static const char fn[] = "collmux_gemv_allreduce";
+	static const int esize[] = {4, 2, 2}; /* COLLMUX_FLOAT32, _FLOAT16, _BFLOAT16 */
+	static void *gemv_k[3][5], *sum_k[3];
+	static const char *names[3] = {"f32", "f16", "bf16"};
+	if (dtype < 0 || dtype > 2)
+		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+	if (m < 0 || k < 0 || batch < 1 || batch > 16 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX)
+		return fail(fn, NULL, "needs m >= 0, k >= 0, 1 <= batch <= 16, k <= lda < 2^31, k <= ldx < 2^31 and ldy >= m");
+	cmx_comm *c = comm_of(fn, comm);
+	if (!c)
+		return -1;
+	if ((uint64_t)m > (uint64_t)OPS_TILES * 8 * OPS_RW)
+		return fail(fn, c, "m is larger than 131072");
+	if (m == 0) /* every rank passes the same m */
+		return 0;
+	if ((k && (!on_device(a) || !on_device(x))) || !on_device(y))
+		return fail(fn, c, "a, x and y must be in device memory");
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
+	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256));
+	if (why)
+		return fail(fn, c, why);
+	struct cmx_ops *o = c->ops;
+	/* fused, or cuBLAS then collmux's sum: from what every rank passes
+	 * alike, and in the digest, so that ranks that chose differently
+	 * fail as a shape mismatch instead of waiting for each other */
+	const int fused = cmx_cfg.ops_algo == 1 || (cmx_cfg.ops_algo == 0 && batch <= GEMV_FUSED_BATCH);
+	const int64_t sh[] = {dtype, m, batch, fused};
+	char name[32];
+	void *f;
+	ops_call_t O;
+	void *args[2] = {&O, NULL};
+	unsigned grid;
+	gemv_t G;
+	struct {
+		void *y;
+		long long ldy;
+		int m, batch;
+	} S = {y, ldy, m, batch}; /* SumTo in ops.cu */
+	if (fused) {
+		/* the batch rounded up to a kernel's; the rows a warp computes:
+		 * as many as leave two tiles for each multiprocessor */
+		int nbi = 0, rw = OPS_RW;
+		while ((1 << nbi) < batch)
+			nbi++;
+		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
+			rw /= 2;
+		snprintf(name, sizeof name, "cmx_gemv_ar_%s_%d", names[dtype], 1 << nbi);
+		f = kernel(name, &gemv_k[dtype][nbi]);
+		const size_t es = (size_t)esize[dtype];
+		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
+			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
+		const unsigned tiles = (unsigned)((m + 8 * rw - 1) / (8 * rw));
+		grid = tiles < 4u * (unsigned)o->sms ? tiles : 4u * (unsigned)o->sms;
+		args[1] = &G;
+	} else {
+		snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
+		f = kernel(name, &sum_k[dtype]);
+		const unsigned tiles = (unsigned)((m + OPS_THREADS - 1) / OPS_THREADS);
+		grid = tiles < 2u * (unsigned)o->sms ? tiles : 2u * (unsigned)o->sms;
+		args[1] = &S;
+	}
+	if (!f)
+		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
+		return fail(fn, c, "could not order the call after the communicator's last operation");
+	/* From here the peers run the call: a failure leaves them waiting for
+	 * this rank's tiles until they time out, and turns the operations off
+	 * here. */
+	const int ok = (fused || k == 0 ||
+			cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, (float *)(o->peer[c->rank] + O.data))) &&
+		       (fused || k != 0 || cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
+		       cmx_cuda_launch(f, grid, OPS_THREADS, stream, args) && end(o, stream);
+	if (!ok) {
+		char msg[128];
+		c->ops_state = -1;
+		snprintf(msg, sizeof msg, "%s could not be queued (CUDA error %d)", fused ? "the kernel" : "cuBLAS or the kernel", cmx_cuda_last_error());
+		return fail(fn, c, msg);
+	}
+	return 0;
+}

@@ -1,0 +1,283 @@
+
+// ---- fused computation + collective operations (fused/ops.c) ----
+//
+// Compiled with kernels.cu as one module (fused.Source is the two files
+// one after the other), whose helpers these use. Unlike the resident
+// collective kernel, each operation is an ordinary kernel launched on the
+// program's stream: it computes this rank's part tile by tile and, as
+// each tile is done, writes it straight into every peer's ops workspace
+// (CUDA IPC, over NVLink) and raises a flag there, so the transfer of one
+// tile hides under the computation of the next. Only then does a block
+// wait, and only for the tiles it reduces, which the peers pushed long
+// before unless they lag. No host thread takes part in a call.
+//
+// Ops workspace of each rank (OPS_* in fused/ops.c): two rows of flags
+// (alternating calls) of CMX_OPS_TILES x CMX_MAX_RANKS 64-bit words, then
+// two data halves (alternating calls). A flag holds the call's number in
+// its low half and a digest of the call's shape in its high half, so a
+// rank that called with another shape is caught at the first tile.
+//
+// Consecutive calls on one communicator are ordered on the GPU (ops.c
+// makes a call on another stream wait for the last one), which is what
+// makes two halves enough: a peer writes call s+2 into the half of call s
+// only after its kernel s+1 finished, which needed this rank's flags of
+// s+1, which this rank raises only once its kernel s, the reader of that
+// half, is done.
+
+#define CMX_OPS_TILES 4096
+#define CMX_OPS_THREADS 256 // 8 warps a block
+#define CMX_OPS_RW 4        // the most rows a warp computes in one tile
+
+CMX_LD(ld_acquire64, u64, "ld.acquire.sys.global.u64", "l")
+CMX_ST(st_release64, u64, "st.release.sys.global.u64", "l")
+
+struct OpsCall {
+	char *ws[CMX_MAX_RANKS]; // every rank's ops workspace, mapped here
+	u64 flags, data;         // offsets of this call's row of flags and data half
+	int n, me;
+	u32 seq, shape; // the call's number and its shape's digest, in every flag
+	u64 timeout_ns;
+	u32 *err; // host-mapped: bit p, rank p did not arrive in time; bit 16, shapes differ
+};
+
+__device__ __forceinline__ u64 *ops_flag(const OpsCall &O, int p, u32 tile, int src)
+{
+	return (u64 *)(O.ws[p] + O.flags) + (u64)tile * CMX_MAX_RANKS + src;
+}
+
+// Raises this block's flag for tile t in every rank's workspace, once
+// every thread's pushes of the tile are written (the barrier, then a
+// system-scope release from one thread per peer, as barrier() does).
+__device__ __forceinline__ void ops_raise(const OpsCall &O, u32 t)
+{
+	__syncthreads();
+	if ((int)threadIdx.x < O.n)
+		st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)O.shape << 32 | O.seq);
+}
+
+// Waits until every rank raised its flag for tile t here; false (and the
+// reason in err) when one did not within the timeout or called with
+// another shape: the block then leaves its tile as it is.
+__device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
+{
+	__shared__ int bad;
+	if (threadIdx.x == 0)
+		bad = 0;
+	__syncthreads();
+	const int p = threadIdx.x;
+	if (p < O.n) {
+		const u64 *f = ops_flag(O, O.me, t, p);
+		u64 t0 = 0, v;
+		for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++) {
+			if ((spins & 1023) == 0) {
+				u64 now = now_ns();
+				if (!t0)
+					t0 = now;
+				else if (now - t0 > O.timeout_ns) {
+					if (!(atomicOr(O.err, 1u << p) & (1u << p)))
+						printf("collmux: a fused operation on rank %d: rank %d did not arrive within COLLMUX_TIMEOUT; its "
+						       "result is not valid\n",
+						       O.me, p);
+					bad = 1;
+					break;
+				}
+			}
+		}
+		if (!bad && (u32)(v >> 32) != O.shape) {
+			if (!(atomicOr(O.err, 1u << 16) & (1u << 16)))
+				printf("collmux: a fused operation on rank %d: rank %d called it with another shape or type; its result is "
+				       "not valid\n",
+				       O.me, p);
+			bad = 1;
+		}
+	}
+	__syncthreads();
+	return !bad;
+}
+
+// Eight consecutive elements as floats. Eight is 16 bytes of a 16-bit
+// type and 32 of fp32: one or two vector loads.
+template <typename T> struct Eight {
+	uint4 w[sizeof(T) / 2];
+};
+__device__ __forceinline__ void unpack(const Eight<float> &e, float *v)
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		v[i] = __uint_as_float(((const u32 *)e.w)[i]);
+}
+template <typename H> __device__ __forceinline__ void unpack(const Eight<H> &e, float *v)
+{
+	const u32 *w = (const u32 *)e.w;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		H lo, hi;
+		lo.v = (unsigned short)(w[i] & 0xffff), hi.v = (unsigned short)(w[i] >> 16);
+		v[2 * i] = tof(lo), v[2 * i + 1] = tof(hi);
+	}
+}
+__device__ __forceinline__ float tof(float f) { return f; }
+__device__ __forceinline__ float fromf(float f, float) { return f; }
+
+// Eight elements of the program's read-only memory from p on (0 past
+// `left`); vec: p is 16-byte aligned and all eight are there.
+template <typename T> __device__ __forceinline__ void ld8(const T *p, bool vec, int left, float *v)
+{
+	if (vec) {
+		Eight<T> e;
+#pragma unroll
+		for (int i = 0; i < (int)(sizeof(T) / 2); i++)
+			e.w[i] = __ldg((const uint4 *)p + i);
+		unpack(e, v);
+	} else {
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			v[i] = i < left ? tof(p[i]) : 0.f;
+	}
+}
+
+// ---- GEMV + all-reduce: y = sum over ranks r of A_r x_r ----
+//
+// A_r: m x k_r (row-major, lda), x_r: batch x k_r (ldx), y: batch x m
+// (ldy); k_r may differ between ranks. A tile is 8 warps x rw rows of
+// this rank's partial product A_r x_r, each row a dot product per batch
+// column, accumulated in fp32; the partial goes, in fp32, to every rank's
+// data half at [me][b][row]. Every rank then sums the n partials of a row
+// in rank order and rounds once: the same bits on every rank.
+struct Gemv {
+	const void *a, *x;
+	void *y;
+	long long lda, ldx, ldy;
+	int m, k, batch, rw;
+	bool vec, xvec; // a (x) and its rows 16-byte aligned
+};
+
+// The loop runs free, with no barrier: each lane reads eight elements of
+// each of its warp's rows per step (a warp, 512 contiguous bytes of 16-bit
+// rows), and the matching eight of x, which every warp of the SM reads
+// alike, from L1. Four steps are in flight at a time.
+template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsCall &O, const Gemv &G)
+{
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int rows = 8 * G.rw;
+	const u32 tiles = (u32)((G.m + rows - 1) / rows);
+	const T *A = (const T *)G.a, *X = (const T *)G.x;
+	const u64 mb = (u64)G.m * G.batch; // one rank's partial, in floats
+	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
+		const int row0 = t * rows + warp * G.rw;
+		float acc[CMX_OPS_RW][NB];
+#pragma unroll
+		for (int r = 0; r < CMX_OPS_RW; r++)
+#pragma unroll
+			for (int b = 0; b < NB; b++)
+				acc[r][b] = 0.f;
+		const T *rowp[CMX_OPS_RW];
+#pragma unroll
+		for (int r = 0; r < CMX_OPS_RW; r++) // rows past the warp's or the matrix's: no loads
+			rowp[r] = r < G.rw && row0 + r < G.m ? A + (long long)(row0 + r) * G.lda : NULL;
+#pragma unroll 4
+		for (int j = lane * 8; j < G.k; j += 256) {
+			const bool all8 = j + 8 <= G.k;
+			float av[CMX_OPS_RW][8];
+#pragma unroll
+			for (int r = 0; r < CMX_OPS_RW; r++) {
+				if (rowp[r])
+					ld8(rowp[r] + j, all8 && G.vec, G.k - j, av[r]);
+				else
+#pragma unroll
+					for (int i = 0; i < 8; i++)
+						av[r][i] = 0.f;
+			}
+#pragma unroll
+			for (int b = 0; b < NB; b++) {
+				if (b >= G.batch)
+					break;
+				float xv[8];
+				ld8(X + (long long)b * G.ldx + j, all8 && G.xvec, G.k - j, xv);
+#pragma unroll
+				for (int r = 0; r < CMX_OPS_RW; r++)
+					if (r < G.rw) // the same branch in every thread
+#pragma unroll
+						for (int i = 0; i < 8; i++)
+							acc[r][b] = fmaf(av[r][i], xv[i], acc[r][b]);
+			}
+		}
+		// each row's sums across the warp; lane (r * NB + b) % 32 sends it
+#pragma unroll
+		for (int r = 0; r < CMX_OPS_RW; r++)
+#pragma unroll
+			for (int b = 0; b < NB; b++) {
+				float v = acc[r][b];
+#pragma unroll
+				for (int s = 16; s > 0; s >>= 1)
+					v += __shfl_xor_sync(0xffffffffu, v, s);
+				const int row = row0 + r;
+				if (lane == ((r * NB + b) & 31) && r < G.rw && row < G.m && b < G.batch)
+					for (int p = 0; p < O.n; p++)
+						((float *)(O.ws[p] + O.data))[O.me * mb + (u64)b * G.m + row] = v;
+			}
+		ops_raise(O, t);
+	}
+	// every tile this block computed, reduced once the peers' are in
+	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
+		if (!ops_wait(O, t))
+			continue;
+		const float *in = (const float *)(O.ws[O.me] + O.data);
+		for (int i = threadIdx.x; i < rows * G.batch; i += blockDim.x) {
+			const int row = t * rows + i % rows, b = i / rows;
+			if (row >= G.m)
+				continue;
+			float s = 0.f;
+			for (int p = 0; p < O.n; p++)
+				s += __ldcg(in + p * mb + (u64)b * G.m + row);
+			((T *)G.y)[(long long)b * G.ldy + row] = fromf(s, T());
+		}
+	}
+}
+
+// ---- the unfused form: the partials already in every rank's data half ----
+//
+// Where a vendor GEMM beats the fused loop (batches past a few columns,
+// where it uses tensor cores), cuBLAS writes this rank's fp32 partial
+// into its own data half ([b][row]) in the kernel before, and this one
+// sums every rank's, read over NVLink, in rank order and rounded once: the
+// same result rule, and the same flags, as the fused kernel. Each block
+// announces its tiles at once (the partial is complete: it was written by
+// an earlier kernel), then reads each tile once every rank announced it.
+struct SumTo {
+	void *y;
+	long long ldy;
+	int m, batch;
+};
+template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, const SumTo &S)
+{
+	const int rows = CMX_OPS_THREADS;
+	const u32 tiles = (u32)((S.m + rows - 1) / rows);
+	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
+		ops_raise(O, t);
+	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
+		if (!ops_wait(O, t))
+			continue;
+		const int row = t * rows + threadIdx.x;
+		if (row >= S.m)
+			continue;
+		for (int b = 0; b < S.batch; b++) {
+			float s = 0.f;
+			for (int p = 0; p < O.n; p++)
+				s += __ldcg((const float *)(O.ws[p] + O.data) + (u64)b * S.m + row);
+			((T *)S.y)[(long long)b * S.ldy + row] = fromf(s, T());
+		}
+	}
+}
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_f32(const __grid_constant__ OpsCall O, const __grid_constant__ SumTo S) { ops_sum<float>(O, S); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_f16(const __grid_constant__ OpsCall O, const __grid_constant__ SumTo S) { ops_sum<f16>(O, S); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ SumTo S) { ops_sum<bf16>(O, S); }
+
+#define CMX_GEMV(name, T, NB) \
+	extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) name(const __grid_constant__ OpsCall O, const __grid_constant__ Gemv G) { gemv_ar<T, NB>(O, G); }
+#define CMX_GEMV_NB(T, t) \
+	CMX_GEMV(cmx_gemv_ar_##t##_1, T, 1) CMX_GEMV(cmx_gemv_ar_##t##_2, T, 2) CMX_GEMV(cmx_gemv_ar_##t##_4, T, 4) \
+	CMX_GEMV(cmx_gemv_ar_##t##_8, T, 8) CMX_GEMV(cmx_gemv_ar_##t##_16, T, 16)
+CMX_GEMV_NB(float, f32)
+CMX_GEMV_NB(f16, f16)
+CMX_GEMV_NB(bf16, bf16)

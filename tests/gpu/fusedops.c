@@ -1,0 +1,232 @@
+/*
+ * fusedops: the fused computation + collective operations of collmux.h
+ * against a reference every rank computes on the host, on odd shapes,
+ * every element type, MPI_COMM_WORLD and MPI_COMM_SELF, and calls on
+ * alternating streams. Inputs are multiples of 1/8 in [-1, 1], exact in
+ * every type, so every product and partial sum is exact in fp32 whatever
+ * the order: the result must equal the exact sum rounded once to the
+ * type, bit for bit, and be the same bits on every rank. Then the errors
+ * the API promises (bad arguments, host buffers). Prints
+ * "fusedops: N ranks, F failures".
+ *
+ * build: mpicc -I$CUDA/include -o fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../include/collmux.h"
+#include "gpu_common.h"
+
+static int rank, size, failures;
+static int (*gemv_ar)(int, void *, int, int, int, int, const void *, long long, const void *, long long, void *, long long);
+
+static void fail(const char *fmt, int a, int b, int c, int d) /* fmt: up to four %d */
+{
+	failures++;
+	fprintf(stderr, "fusedops: rank %d: ", rank);
+	fprintf(stderr, fmt, a, b, c, d);
+	fputc('\n', stderr);
+}
+
+/* element types, host side */
+static const int esize[] = {4, 2, 2};
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fff + ((u >> 16) & 1); /* round to nearest even (no NaNs here) */
+	return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static uint16_t to_f16(float f) /* normal range and zero, round to nearest even */
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t s = (uint16_t)(u >> 16 & 0x8000);
+	if ((u & 0x7fffffff) == 0)
+		return s;
+	int e = (int)(u >> 23 & 0xff) - 127 + 15;
+	uint32_t m = u & 0x7fffff, r = m & 0x1fff;
+	m >>= 13;
+	if (r > 0x1000 || (r == 0x1000 && (m & 1)))
+		m++;
+	if (m == 0x400)
+		m = 0, e++;
+	return (uint16_t)(s | e << 10 | m);
+}
+static float from_f16(uint16_t h)
+{
+	int e = h >> 10 & 0x1f, m = h & 0x3ff;
+	float f = e ? ldexpf(1.f + m / 1024.f, e - 15) : ldexpf(m / 1024.f, -14);
+	return h & 0x8000 ? -f : f;
+}
+static void put(void *buf, size_t i, int t, float v)
+{
+	if (t == COLLMUX_FLOAT32)
+		((float *)buf)[i] = v;
+	else
+		((uint16_t *)buf)[i] = t == COLLMUX_FLOAT16 ? to_f16(v) : to_bf16(v);
+}
+static float get(const void *buf, size_t i, int t)
+{
+	if (t == COLLMUX_FLOAT32)
+		return ((const float *)buf)[i];
+	uint16_t h = ((const uint16_t *)buf)[i];
+	return t == COLLMUX_FLOAT16 ? from_f16(h) : from_bf16(h);
+}
+static float rounded(double v, int t) /* v rounded to type t, as a float */
+{
+	float f = (float)v; /* exact: every partial sum here is */
+	return t == COLLMUX_FLOAT32 ? f : t == COLLMUX_FLOAT16 ? from_f16(to_f16(f)) : from_bf16(to_bf16(f));
+}
+
+/* the input of rank r, element i of A or x (which = 0 or 1) in case c:
+ * a multiple of 1/8 in [-1, 1], the same on every rank */
+static float value(int c, int r, int which, size_t i)
+{
+	uint64_t h = (uint64_t)c * 0x9E3779B97F4A7C15ull ^ (uint64_t)r * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)which << 60 ^ i * 0x165667B19E3779F9ull;
+	h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 32;
+	return (float)((int)(h % 17) - 8) / 8.f;
+}
+
+typedef struct {
+	int m, k, batch, pad; /* k: rank r has k + r * kstep columns */
+	int kstep;
+} shape;
+
+/* One case on comm: every rank's inputs made, the call made `reps`
+ * times, alternating between two streams with no host synchronisation
+ * between them, then the result checked against the exact reference and
+ * across ranks. */
+static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps)
+{
+	int me, n;
+	MPI_Comm_rank(comm, &me);
+	MPI_Comm_size(comm, &n);
+	const int k = s.k + me * s.kstep, lda = k + s.pad, ldx = k + 2 * s.pad, ldy = s.m + s.pad;
+	const size_t es = (size_t)esize[t];
+	void *ha = calloc((size_t)s.m * lda + 1, es), *hx = calloc((size_t)s.batch * ldx + 1, es), *hy = calloc((size_t)s.batch * ldy, es);
+	for (int i = 0; i < s.m; i++)
+		for (int j = 0; j < k; j++)
+			put(ha, (size_t)i * lda + j, t, value(c, me, 0, (size_t)i * k + j));
+	for (int b = 0; b < s.batch; b++)
+		for (int j = 0; j < k; j++)
+			put(hx, (size_t)b * ldx + j, t, value(c, me, 1, (size_t)b * k + j));
+	void *da, *dx, *dy;
+	CUDA_OK(cudaMalloc(&da, (size_t)s.m * lda * es + 16));
+	CUDA_OK(cudaMalloc(&dx, (size_t)s.batch * ldx * es + 16));
+	CUDA_OK(cudaMalloc(&dy, (size_t)s.batch * ldy * es));
+	CUDA_OK(cudaMemcpy(da, ha, (size_t)s.m * lda * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dx, hx, (size_t)s.batch * ldx * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemset(dy, 0x7f, (size_t)s.batch * ldy * es));
+	int rc = 0;
+	for (int i = 0; i < reps && rc == 0; i++)
+		if ((rc = gemv_ar(MPI_Comm_c2f(comm), st[i % 2], t, s.m, k, s.batch, da, lda, dx, ldx, dy, ldy)) != 0)
+			fail("case %d (type %d, m %d): collmux_gemv_allreduce returned %d", c, t, s.m, rc);
+	CUDA_OK(cudaStreamSynchronize(st[0]));
+	CUDA_OK(cudaStreamSynchronize(st[1]));
+	CUDA_OK(cudaMemcpy(hy, dy, (size_t)s.batch * ldy * es, cudaMemcpyDeviceToHost));
+	int bad = 0;
+	for (int b = 0; b < s.batch && rc == 0; b++)
+		for (int i = 0; i < s.m; i++) {
+			double ref = 0;
+			for (int r = 0; r < n; r++)
+				for (int j = 0; j < s.k + r * s.kstep; j++) {
+					const size_t kr = (size_t)(s.k + r * s.kstep);
+					ref += (double)value(c, r, 0, (size_t)i * kr + j) * value(c, r, 1, (size_t)b * kr + j);
+				}
+			if (get(hy, (size_t)b * ldy + i, t) != rounded(ref, t) && bad++ < 3)
+				fail("case %d (type %d): y[%d][%d] is not the exact sum", c, t, b, i);
+		}
+	/* the same bits on every rank */
+	uint64_t h = 1469598103934665603ull, h0 = 0;
+	for (int b = 0; b < s.batch; b++)
+		for (size_t i = 0; i < (size_t)s.m * es; i++)
+			h = (h ^ ((unsigned char *)hy)[(size_t)b * ldy * es + i]) * 1099511628211ull;
+	h0 = h;
+	MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
+	if (h0 != h)
+		fail("case %d (type %d, m %d, batch %d): the result differs from rank 0's", c, t, s.m, s.batch);
+	cudaFree(da), cudaFree(dx), cudaFree(dy);
+	free(ha), free(hx), free(hy);
+}
+
+int main(int argc, char **argv)
+{
+	gpu_select();
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (!(*(void **)&gemv_ar = dlsym(RTLD_DEFAULT, "collmux_gemv_allreduce"))) {
+		fprintf(stderr, "fusedops: collmux_gemv_allreduce not found: preload libcollmux.so\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
+		void *d;
+		CUDA_OK(cudaMalloc(&d, 1 << 16));
+		for (int i = 0; i < 3; i++)
+			if (gemv_ar(MPI_Comm_c2f(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 64, 16, 1, d, 16, d, 16, d, 64) != -1)
+				fail("call %d did not return -1 without kernels", i, 0, 0, 0);
+		int sum = 1;
+		MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+		if (sum != size)
+			fail("MPI_Allreduce after the calls gave %d", sum, 0, 0, 0);
+		MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+		if (rank == 0)
+			printf("fusedops: %d ranks, %d failures (unavailable)\n", size, failures);
+		MPI_Finalize();
+		return failures != 0;
+	}
+	cudaStream_t st[2], legacy[2] = {0, 0};
+	CUDA_OK(cudaStreamCreateWithFlags(&st[0], cudaStreamNonBlocking));
+	CUDA_OK(cudaStreamCreate(&st[1]));
+	const shape shapes[] = {
+		{1, 1, 1, 0, 0},     {7, 3, 3, 0, 1},    {33, 8, 2, 0, 0},     {1000, 1001, 5, 0, 3}, {4097, 513, 16, 0, 0},
+		{300, 2053, 2, 5, 7}, {256, 0, 1, 0, 64}, {8192, 1024, 1, 0, 0}, {129, 4096, 8, 8, 0}, {20000, 64, 4, 0, 0},
+	};
+	int c = 0;
+	for (int t = 0; t < 3; t++)
+		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++, c++)
+			one(MPI_COMM_WORLD, c, t, shapes[i], st, 1);
+	/* one rank alone, and again on the world after it, on the legacy stream */
+	one(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, shapes[3], st, 1);
+	one(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, shapes[4], legacy, 1);
+	/* bursts of calls, back to back on two streams */
+	for (int i = 0; i < 8; i++) {
+		shape s = {512 + 64 * i, 256, 1 + i % 4, 0, 0};
+		one(MPI_COMM_WORLD, c++, i % 3, s, st, 25);
+	}
+	/* the errors promised: every rank gets -1 and nothing is queued */
+	void *d;
+	CUDA_OK(cudaMalloc(&d, 1 << 20));
+	static char host[1 << 16];
+	const int f = MPI_Comm_c2f(MPI_COMM_WORLD);
+	const int errs[] = {
+		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 17, d, 8, d, 8, d, 8),            /* batch 17 */
+		gemv_ar(f, 0, 7, 8, 8, 1, d, 8, d, 8, d, 8),                           /* no such type */
+		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, d, 4, d, 8, d, 8),             /* lda < k */
+		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, host, 8, host, 8, host, 8),    /* host buffers */
+		gemv_ar(MPI_Comm_c2f(MPI_COMM_NULL), 0, COLLMUX_FLOAT32, 8, 8, 1, d, 8, d, 8, d, 8), /* no communicator */
+	};
+	for (int i = 0; i < (int)(sizeof errs / sizeof errs[0]); i++)
+		if (errs[i] != -1)
+			fail("error case %d returned %d, not -1", i, errs[i], 0, 0);
+	/* and the communicator still works after them */
+	one(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, shapes[2], st, 1);
+	cudaFree(d);
+	MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("fusedops: %d ranks, %d failures\n", size, failures);
+	MPI_Finalize();
+	return failures != 0;
+}
