@@ -155,9 +155,25 @@ struct Gemv {
 // The loop runs free, with no barrier: each lane reads eight elements of
 // each of its warp's rows per step (a warp, 512 contiguous bytes of 16-bit
 // rows), and the matching eight of x, which every warp of the SM reads
-// alike, from L1. Four steps are in flight at a time.
+// alike, from L1. A group of U steps' loads of A is issued, raw, before
+// any of them is used, so that U x rw loads per lane are in flight.
+template <typename T> __device__ __forceinline__ void ld_raw(const T *p, bool vec, int left, Eight<T> &e)
+{
+	if (vec) {
+#pragma unroll
+		for (int i = 0; i < (int)(sizeof(T) / 2); i++)
+			e.w[i] = __ldg((const uint4 *)p + i);
+	} else {
+		T *v = (T *)e.w;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			v[i] = i < left ? p[i] : fromf(0.f, T());
+	}
+}
+
 template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsCall &O, const Gemv &G)
 {
+	const int U = sizeof(T) == 4 ? 2 : 4; // steps a group: 16 (fp32: 32) registers of A a row
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int rows = 8 * G.rw;
 	const u32 tiles = (u32)((G.m + rows - 1) / rows);
@@ -175,31 +191,42 @@ template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsC
 #pragma unroll
 		for (int r = 0; r < CMX_OPS_RW; r++) // rows past the warp's or the matrix's: no loads
 			rowp[r] = r < G.rw && row0 + r < G.m ? A + (long long)(row0 + r) * G.lda : NULL;
-#pragma unroll 4
-		for (int j = lane * 8; j < G.k; j += 256) {
-			const bool all8 = j + 8 <= G.k;
-			float av[CMX_OPS_RW][8];
+		for (int j0 = lane * 8; j0 < G.k; j0 += 256 * U) {
+			Eight<T> raw[CMX_OPS_RW][U];
 #pragma unroll
-			for (int r = 0; r < CMX_OPS_RW; r++) {
-				if (rowp[r])
-					ld8(rowp[r] + j, all8 && G.vec, G.k - j, av[r]);
-				else
+			for (int u = 0; u < U; u++)
 #pragma unroll
-					for (int i = 0; i < 8; i++)
-						av[r][i] = 0.f;
-			}
+				for (int r = 0; r < CMX_OPS_RW; r++) {
+					const int j = j0 + 256 * u;
+					if (rowp[r] && j < G.k)
+						ld_raw(rowp[r] + j, G.vec && j + 8 <= G.k, G.k - j, raw[r][u]);
+					else
 #pragma unroll
-			for (int b = 0; b < NB; b++) {
-				if (b >= G.batch)
+						for (int i = 0; i < (int)(sizeof(T) / 2); i++)
+							raw[r][u].w[i] = make_uint4(0, 0, 0, 0);
+				}
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				const int j = j0 + 256 * u;
+				if (j >= G.k)
 					break;
-				float xv[8];
-				ld8(X + (long long)b * G.ldx + j, all8 && G.xvec, G.k - j, xv);
 #pragma unroll
-				for (int r = 0; r < CMX_OPS_RW; r++)
-					if (r < G.rw) // the same branch in every thread
+				for (int b = 0; b < NB; b++) {
+					if (b >= G.batch)
+						break;
+					float xv[8];
+					ld8(X + (long long)b * G.ldx + j, G.xvec && j + 8 <= G.k, G.k - j, xv);
+#pragma unroll
+					for (int r = 0; r < CMX_OPS_RW; r++) {
+						if (r >= G.rw) // the same branch in every thread
+							break;
+						float av[8];
+						unpack(raw[r][u], av);
 #pragma unroll
 						for (int i = 0; i < 8; i++)
-							acc[r][b] = fmaf(av[r][i], xv[i], acc[r][b]);
+							acc[r][b] = fmaf(av[i], xv[i], acc[r][b]);
+					}
+				}
 			}
 		}
 		// each row's sums across the warp; lane (r * NB + b) % 32 sends it
