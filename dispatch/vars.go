@@ -54,7 +54,7 @@ var Vars = []Var{
 		Help: "idle microseconds before the resident fused kernel stops (0: after every call)"},
 	choice("COLLMUX_FUSED_ALGO", "how the fused kernels all-reduce: auto (LL up to 256 KiB, then by ranks), oneshot or twoshot",
 		"auto", "oneshot", "twoshot"),
-	choice("COLLMUX_OPS_ALGO", "how the fused operations (collmux.h) compute: auto (collmux's fused kernel up to batch 4, past it cuBLAS and collmux's reduction), fused or cublas",
+	choice("COLLMUX_OPS_ALGO", "how the fused operations (collmux.h) compute: auto (as measured fastest: today cuBLAS, then collmux's reduction kernel), fused (one kernel) or cublas",
 		"auto", "fused", "cublas"),
 	choice("COLLMUX_STREAM_ORDER", "default: device calls wait for the legacy default stream; none: buffers are ready when a call is made",
 		"default", "none"),

@@ -248,10 +248,15 @@ static uint32_t digest(const int64_t *v, int n)
 	return h;
 }
 
-/* The batch past which collmux_gemv_allreduce leaves the products to
- * cuBLAS (tensor cores) by default: the fused loop runs on CUDA cores, and
- * past a few columns of x it is compute-bound (docs/results, fusedops). */
-#define GEMV_FUSED_BATCH 4
+/* The batch up to which collmux_gemv_allreduce runs its fused kernel by
+ * default; past it cuBLAS computes and collmux's kernel sums. None yet:
+ * on 2 x H200 the fused loop reaches 0.81-0.87x of cuBLAS + NCCL at batch
+ * 1 (it streams A at about 3.3 TB/s, cuBLAS at 4.3) and falls further
+ * behind with the batch (CUDA cores, where cuBLAS uses tensor cores),
+ * while cuBLAS + collmux's sum is 1.01-1.12x at batch 1
+ * (docs/results/gpu-2026-11-30-fusedops). COLLMUX_OPS_ALGO=fused forces
+ * it. */
+#define GEMV_FUSED_BATCH 0
 
 CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
 				      const void *x, long long ldx, void *y, long long ldy)
