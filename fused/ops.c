@@ -289,16 +289,20 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	const int fused = cmx_cfg.ops_algo == 1 || (cmx_cfg.ops_algo == 0 && batch <= GEMV_FUSED_BATCH);
 	const int64_t sh[] = {dtype, m, batch, fused};
 	char name[32];
-	void *f;
+	void *f = NULL;
 	ops_call_t O;
 	void *args[2] = {&O, NULL};
-	unsigned grid;
+	unsigned grid = 0;
 	gemv_t G;
 	struct {
 		void *y;
 		long long ldy;
-		int m, batch;
-	} S = {y, ldy, m, batch}; /* SumTo in ops.cu */
+		int m, batch, rows;
+		_Bool pull;
+	} S = {y, ldy, m, batch, OPS_THREADS, !fused}; /* SumTo in ops.cu */
+	void *sum_args[] = {&O, &S};
+	snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
+	void *fsum = kernel(name, &sum_k[dtype]);
 	if (fused) {
 		/* the batch rounded up to a kernel's; the rows a warp computes:
 		 * as many as leave two tiles for each multiprocessor */
@@ -312,27 +316,24 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 		const size_t es = (size_t)esize[dtype];
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
-		const unsigned tiles = (unsigned)((m + 8 * rw - 1) / (8 * rw));
-		grid = tiles < 4u * (unsigned)o->sms ? tiles : 4u * (unsigned)o->sms;
+		grid = (unsigned)((m + 8 * rw - 1) / (8 * rw)); /* a block a tile: the scheduler balances them */
+		S.rows = 8 * rw;
 		args[1] = &G;
-	} else {
-		snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
-		f = kernel(name, &sum_k[dtype]);
-		const unsigned tiles = (unsigned)((m + OPS_THREADS - 1) / OPS_THREADS);
-		grid = tiles < 2u * (unsigned)o->sms ? tiles : 2u * (unsigned)o->sms;
-		args[1] = &S;
 	}
-	if (!f)
+	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
+	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
+	const unsigned sgrid = tiles < 2u * (unsigned)o->sms ? tiles : 2u * (unsigned)o->sms;
+	if (!fsum || (fused && !f))
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's tiles until they time out, and turns the operations off
 	 * here. */
-	const int ok = (fused || k == 0 ||
-			cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, (float *)(o->peer[c->rank] + O.data))) &&
-		       (fused || k != 0 || cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       cmx_cuda_launch(f, grid, OPS_THREADS, stream, args) && end(o, stream);
+	const int ok = (fused ? cmx_cuda_launch(f, grid, OPS_THREADS, stream, args)
+			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, (float *)(o->peer[c->rank] + O.data))
+				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
+		       cmx_cuda_launch(fsum, sgrid, OPS_THREADS, stream, sum_args) && end(o, stream);
 	if (!ok) {
 		char msg[128];
 		c->ops_state = -1;

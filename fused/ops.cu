@@ -3,13 +3,13 @@
 //
 // Compiled with kernels.cu as one module (fused.Source is the two files
 // one after the other), whose helpers these use. Unlike the resident
-// collective kernel, each operation is an ordinary kernel launched on the
-// program's stream: it computes this rank's part tile by tile and, as
-// each tile is done, writes it straight into every peer's ops workspace
-// (CUDA IPC, over NVLink) and raises a flag there, so the transfer of one
-// tile hides under the computation of the next. Only then does a block
-// wait, and only for the tiles it reduces, which the peers pushed long
-// before unless they lag. No host thread takes part in a call.
+// collective kernel, an operation is ordinary kernels launched on the
+// program's stream: the first computes this rank's part tile by tile and,
+// as each tile is done, writes it straight into every peer's ops
+// workspace (CUDA IPC, over NVLink) and raises a flag there, so the
+// transfer of one tile hides under the computation of the others; the
+// second waits for each tile's flags, which the peers raised long before
+// unless they lag, and combines. No host thread takes part in a call.
 //
 // Ops workspace of each rank (OPS_* in fused/ops.c): two rows of flags
 // (alternating calls) of CMX_OPS_TILES x CMX_MAX_RANKS 64-bit words, then
@@ -152,7 +152,9 @@ struct Gemv {
 	bool vec, xvec; // a (x) and its rows 16-byte aligned
 };
 
-// The loop runs free, with no barrier: each lane reads eight elements of
+// One block a tile, which it computes and pushes to every rank, raising
+// its flag there; it never waits (ops_sum, the next kernel, does). The
+// loop runs free, with no barrier: each lane reads eight elements of
 // each of its warp's rows per step (a warp, 512 contiguous bytes of 16-bit
 // rows), and the matching eight of x, which every warp of the SM reads
 // alike, from L1. A group of U steps' loads of A is issued, raw, before
@@ -245,53 +247,43 @@ template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsC
 			}
 		ops_raise(O, t);
 	}
-	// every tile this block computed, reduced once the peers' are in
-	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
-		if (!ops_wait(O, t))
-			continue;
-		const float *in = (const float *)(O.ws[O.me] + O.data);
-		for (int i = threadIdx.x; i < rows * G.batch; i += blockDim.x) {
-			const int row = t * rows + i % rows, b = i / rows;
-			if (row >= G.m)
-				continue;
-			float s = 0.f;
-			for (int p = 0; p < O.n; p++)
-				s += __ldcg(in + p * mb + (u64)b * G.m + row);
-			((T *)G.y)[(long long)b * G.ldy + row] = fromf(s, T());
-		}
-	}
 }
 
-// ---- the unfused form: the partials already in every rank's data half ----
+// ---- the sum: every rank's partial, in rank order, rounded once ----
 //
-// Where a vendor GEMM beats the fused loop (batches past a few columns,
-// where it uses tensor cores), cuBLAS writes this rank's fp32 partial
-// into its own data half ([b][row]) in the kernel before, and this one
-// sums every rank's, read over NVLink, in rank order and rounded once: the
-// same result rule, and the same flags, as the fused kernel. Each block
-// announces its tiles at once (the partial is complete: it was written by
-// an earlier kernel), then reads each tile once every rank announced it.
+// A kernel of its own after the one that made the partials, so that no
+// block ever waits for a peer's block that cannot be scheduled: a block
+// here waits only for flags that the peers' earlier kernels raise (push)
+// or that blocks of this kernel, all resident at once, raise first
+// (pull). Push: the fused GEMV wrote rank p's partial into every rank's
+// data half at [p][b][row], raising a flag per tile of `rows` rows. Pull:
+// cuBLAS wrote this rank's partial into its own data half at [b][row] in
+// the kernel before; each block announces its tiles, then reads every
+// rank's over NVLink.
 struct SumTo {
 	void *y;
 	long long ldy;
-	int m, batch;
+	int m, batch, rows;
+	bool pull;
 };
 template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, const SumTo &S)
 {
-	const int rows = CMX_OPS_THREADS;
-	const u32 tiles = (u32)((S.m + rows - 1) / rows);
-	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
-		ops_raise(O, t);
+	const u32 tiles = (u32)((S.m + S.rows - 1) / S.rows);
+	const u64 mb = (u64)S.m * S.batch;
+	if (S.pull)
+		for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
+			ops_raise(O, t);
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
 		if (!ops_wait(O, t))
 			continue;
-		const int row = t * rows + threadIdx.x;
-		if (row >= S.m)
-			continue;
-		for (int b = 0; b < S.batch; b++) {
+		for (int i = threadIdx.x; i < S.rows * S.batch; i += blockDim.x) {
+			const int row = t * S.rows + i % S.rows, b = i / S.rows;
+			if (row >= S.m)
+				continue;
 			float s = 0.f;
 			for (int p = 0; p < O.n; p++)
-				s += __ldcg((const float *)(O.ws[p] + O.data) + (u64)b * S.m + row);
+				s += __ldcg(S.pull ? (const float *)(O.ws[p] + O.data) + (u64)b * S.m + row
+						   : (const float *)(O.ws[O.me] + O.data) + p * mb + (u64)b * S.m + row);
 			((T *)S.y)[(long long)b * S.ldy + row] = fromf(s, T());
 		}
 	}
