@@ -35,7 +35,8 @@ static int load(void)
 	return handle != NULL;
 }
 
-int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, float *y)
+int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
+		    int ytype, long long ldy)
 {
 	/* cudaDataType: R_32F 0, R_16F 2, R_16BF 14; CUBLAS_COMPUTE_32F 68 */
 	static const int types[] = {0, 2, 14};
@@ -44,8 +45,8 @@ int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void
 	pthread_mutex_lock(&mu);
 	/* row-major A (m x k) is column-major k x m: y (m x batch, column-major) = A^T x */
 	int ok = load() && bl.SetStream(handle, stream) == 0 &&
-		 bl.GemmEx(handle, OP_T, OP_N, m, batch, k, &one, a, types[dtype], (int)lda, x, types[dtype], (int)ldx, &zero, y, 0, m,
-			   COMPUTE_32F, GEMM_DEFAULT) == 0;
+		 bl.GemmEx(handle, OP_T, OP_N, m, batch, k, &one, a, types[dtype], (int)lda, x, types[dtype], (int)ldx, &zero, y, types[ytype],
+			   (int)ldy, COMPUTE_32F, GEMM_DEFAULT) == 0;
 	pthread_mutex_unlock(&mu);
 	return ok;
 }

@@ -51,7 +51,7 @@ type Config struct {
 	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
 	Unordered  bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
 	FusedAlgo  FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
-	OpsAlgo    int       // COLLMUX_OPS_ALGO: 0 auto, 1 fused, 2 cublas (its values' order)
+	OpsAlgo    int       // COLLMUX_OPS_ALGO: 0 auto, 1 fused, 2 cublas, 3 nccl (its values' order; fused/ops.c's forms)
 	Rules      []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
 	UserFrom   int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
 	Tuning     string    // the tuning table in force, if any

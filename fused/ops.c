@@ -100,12 +100,13 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes)
 	if (!o) { /* the first operation: can every rank take part? */
 		struct {
 			char host[64], bus[32];
-			int ok, arch, room;
+			int ok, arch, room, algo;
 		} me, *all = calloc((size_t)c->size, sizeof me);
 		memset(&me, 0, sizeof me);
 		pthread_mutex_lock(&ops_mu);
 		me.room = ops_made < OPS_MAX;
 		pthread_mutex_unlock(&ops_mu);
+		me.algo = cmx_cfg.ops_algo;
 		me.ok = all && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() && cmx_fused_kernel("cmx_ring") &&
 			cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 		cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
@@ -120,6 +121,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes)
 				why = "some rank made as many ops workspaces as a process may (16)";
 			else if (strcmp(all[p].host, all[0].host) != 0)
 				why = "its ranks span several nodes";
+			else if (all[p].algo != all[0].algo)
+				why = "the ranks' COLLMUX_OPS_ALGO differ";
 			for (int q = 0; q < p && !why; q++)
 				if (strcmp(all[p].bus, all[q].bus) == 0)
 					why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
@@ -248,15 +251,25 @@ static uint32_t digest(const int64_t *v, int n)
 	return h;
 }
 
-/* The batch up to which collmux_gemv_allreduce runs its fused kernel by
- * default; past it cuBLAS computes and collmux's kernel sums. None yet:
- * on 2 x H200 the fused loop reaches 0.81-0.87x of cuBLAS + NCCL at batch
- * 1 (it streams A at about 3.3 TB/s, cuBLAS at 4.3) and falls further
- * behind with the batch (CUDA cores, where cuBLAS uses tensor cores),
- * while cuBLAS + collmux's sum is 1.01-1.12x at batch 1
- * (docs/results/gpu-2026-11-30-fusedops). COLLMUX_OPS_ALGO=fused forces
- * it. */
-#define GEMV_FUSED_BATCH 0
+/* How collmux_gemv_allreduce computes (COLLMUX_OPS_ALGO): the fused
+ * kernel; cuBLAS's fp32 partials summed by collmux's kernel over NVLink;
+ * or cuBLAS to the output's type and NCCL's all-reduce on the stream (the
+ * unfused form, which programs write by hand). */
+enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
+
+/* COLLMUX_OPS_ALGO=auto, from 2 x H200 (docs/results/gpu-2026-11-30-fusedops):
+ * at batch 1 cuBLAS + collmux's sum is 1.01-1.23x cuBLAS + NCCL (it needs
+ * no copy and no NCCL launch), at batch 4 0.96-0.99x and at 16 down to
+ * 0.60x (cuBLAS is slower with fp32 outputs), so NCCL's form past batch 1.
+ * The fused loop reaches 0.76-0.87x at batch 1 (it streams A at about 3.3
+ * TB/s where cuBLAS does 4.3) and falls further behind with the batch (CUDA
+ * cores where cuBLAS uses tensor cores): auto does not take it yet. */
+static int gemv_form(int batch)
+{
+	if (cmx_cfg.ops_algo)
+		return cmx_cfg.ops_algo;
+	return batch == 1 ? GEMV_SUM : GEMV_NCCL;
+}
 
 CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
 				      const void *x, long long ldx, void *y, long long ldy)
@@ -267,8 +280,9 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
-	if (m < 0 || k < 0 || batch < 1 || batch > 16 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX)
-		return fail(fn, NULL, "needs m >= 0, k >= 0, 1 <= batch <= 16, k <= lda < 2^31, k <= ldx < 2^31 and ldy >= m");
+	if (m < 0 || k < 0 || batch < 1 || batch > 16 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX ||
+	    ldy > INT_MAX)
+		return fail(fn, NULL, "needs m >= 0, k >= 0, 1 <= batch <= 16, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31");
 	cmx_comm *c = comm_of(fn, comm);
 	if (!c)
 		return -1;
@@ -278,16 +292,16 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 		return 0;
 	if ((k && (!on_device(a) || !on_device(x))) || !on_device(y))
 		return fail(fn, c, "a, x and y must be in device memory");
-	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
+	const int form = gemv_form(batch), fused = form == GEMV_FUSED;
+	const uint64_t data = form == GEMV_NCCL ? 0 : (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
 	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256));
 	if (why)
 		return fail(fn, c, why);
 	struct cmx_ops *o = c->ops;
-	/* fused, or cuBLAS then collmux's sum: from what every rank passes
-	 * alike, and in the digest, so that ranks that chose differently
-	 * fail as a shape mismatch instead of waiting for each other */
-	const int fused = cmx_cfg.ops_algo == 1 || (cmx_cfg.ops_algo == 0 && batch <= GEMV_FUSED_BATCH);
-	const int64_t sh[] = {dtype, m, batch, fused};
+	const size_t es = (size_t)esize[dtype];
+	/* the form: from what every rank passes alike and COLLMUX_OPS_ALGO,
+	 * which the first call agreed */
+	const int64_t sh[] = {dtype, m, batch, form};
 	char name[32];
 	void *f = NULL;
 	ops_call_t O;
@@ -313,7 +327,6 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 			rw /= 2;
 		snprintf(name, sizeof name, "cmx_gemv_ar_%s_%d", names[dtype], 1 << nbi);
 		f = kernel(name, &gemv_k[dtype][nbi]);
-		const size_t es = (size_t)esize[dtype];
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
 		grid = (unsigned)((m + 8 * rw - 1) / (8 * rw)); /* a block a tile: the scheduler balances them */
@@ -327,11 +340,25 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
+	if (form == GEMV_NCCL) {
+		static const int kinds[] = {CMX_KIND_FLOAT32, CMX_KIND_FLOAT16, CMX_KIND_BFLOAT16};
+		int ok = k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, y, dtype, ldy) : 1;
+		for (int b = 0; b < batch && ok && !k; b++)
+			ok = cmx_cuda_memset_async((char *)y + (size_t)b * ldy * es, 0, (size_t)m * es, stream);
+		/* one row of batch x m when the rows touch, else a row each */
+		const int one = ldy == m;
+		if (!ok || !cmx_nccl_sum_on(c, y, (size_t)m * (one ? batch : 1), kinds[dtype], one ? 1 : batch, (size_t)ldy * es, stream) ||
+		    !end(o, stream)) {
+			c->ops_state = -1;
+			return fail(fn, c, "cuBLAS or NCCL could not queue its part (the NCCL path is off for this communicator?)");
+		}
+		return 0;
+	}
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's tiles until they time out, and turns the operations off
 	 * here. */
 	const int ok = (fused ? cmx_cuda_launch(f, grid, OPS_THREADS, stream, args)
-			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, (float *)(o->peer[c->rank] + O.data))
+			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
 		       cmx_cuda_launch(fsum, sgrid, OPS_THREADS, stream, sum_args) && end(o, stream);
 	if (!ok) {

@@ -128,6 +128,19 @@ static void setup(cmx_comm *c, const void *buf)
 	pthread_mutex_unlock(&list_mu);
 }
 
+int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream)
+{
+	if (c->nccl_state == 0)
+		setup(c, buf);
+	if (c->nccl_state != 1 || nccl_type[kind] < 0 || !nc.GroupStart)
+		return 0;
+	int r = nc.GroupStart();
+	for (size_t i = 0; i < rows && r == 0; i++)
+		r = nc.AllReduce((char *)buf + i * stride, (char *)buf + i * stride, n, nccl_type[kind], 0, c->nccl, stream);
+	const int end = nc.GroupEnd();
+	return r == 0 && end == 0;
+}
+
 void cmx_nccl_release(cmx_comm *c)
 {
 	if (!c || (!c->nccl && !c->stream))

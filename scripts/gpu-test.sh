@@ -92,7 +92,7 @@ ops_suite() {
   $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
     -Xptxas -v -o $B/module.cubin $B/module.cu > $B/ptxas.txt 2>&1
   result $? "the kernel module (kernels.cu + ops.cu) compiles with nvcc"
-  grep -A1 "cmx_gemv_ar" $B/ptxas.txt | grep -E "registers|spill" | sort | uniq -c | head -8 | tee "$OUT/ops-ptxas.txt"
+  grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers
   grep -E "error" $B/ptxas.txt | head -20
   for np in $(seq 1 "$NGPU"); do
     for algo in auto fused cublas; do
@@ -103,6 +103,10 @@ ops_suite() {
       grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
     done
   done
+  run "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 tests/py/fusedops_torch.py > $B/fot 2>&1
+  grep -q "$NGPU ranks, 0 failures" $B/fot
+  result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile: $(grep fusedops_torch: $B/fot | tail -1)"
+  grep -q "$NGPU ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
 }
 if [ "${ONLY:-}" = ops ]; then
   ops_suite
@@ -340,8 +344,9 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = overlap ]; } && [ "$NGPU" -ge 2 
 fi
 # BENCH=ops (and BENCH=1): the fused operations against their unfused forms
 if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; then
-  { timeout 300 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=fused $B/fusedops_bench ${OPS_MAX:-28672} adb1gn d:fused
+  { timeout 300 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=fused $B/fusedops_bench ${OPS_MAX:-28672} ${OPS_CONTENDERS:-adbgn1} d:fused
     timeout 200 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=cublas $B/fusedops_bench ${OPS_MAX:-28672} d1 d:cublas | tail -n +2
+    timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/fusedops_bench ${OPS_MAX:-28672} d d:auto | tail -n +2
   } > "$OUT/fusedops.csv" 2> $B/fob.err || tail -20 $B/fob.err
   cat "$OUT/fusedops.csv"
 fi

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -343,5 +344,28 @@ func TestFortranPointToPointDevice(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The collmux Python package (python/collmux, ctypes only) under mpi4py
+// with the library preloaded: it finds the library, checks its arguments,
+// and raises collmux.Error where the library refuses a call, with MPI
+// going on. Its operations run on the GPU machine (tests/py/fusedops_torch.py).
+func TestPythonPackage(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import mpi4py.MPI, numpy").Run(); err != nil {
+		t.Skip("skipped: /usr/bin/python3 has no mpi4py or numpy")
+	}
+	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi", nil}
+	if _, err := exec.LookPath(m.mpirun); err != nil {
+		t.Skip("skipped: mpi4py is built for Open MPI, which is not installed")
+	}
+	env, _ := preloaded(t, "PYTHONPATH", filepath.Join(repoRoot(), "python"))
+	out, errs, err := run(t, m, 2, env, py, filepath.Join(repoRoot(), "tests", "py", "collmux_api.py"), projectVersion(t))
+	if err != nil || !strings.Contains(out, "collmux_api: 2 ranks, 0 failures") {
+		t.Fatalf("err %v\n%s\n%s", err, out, errs)
+	}
+	if !strings.Contains(errs, "collmux: collmux_gemv_allreduce on rank 0: a, x and y must be in device memory") {
+		t.Errorf("the library's reason is not on stderr:\n%s", errs)
 	}
 }

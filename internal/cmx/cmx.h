@@ -242,7 +242,7 @@ typedef struct {
 	int linger_us; /* COLLMUX_FUSED_LINGER: idle microseconds before the resident kernel stops */
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
 	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
-	int ops_algo;   /* COLLMUX_OPS_ALGO: 0 auto, 1 the fused kernel, 2 cuBLAS and collmux's reduction */
+	int ops_algo;   /* COLLMUX_OPS_ALGO: 0 auto, else a form of fused/ops.c (1 fused, 2 cuBLAS + sum, 3 cuBLAS + NCCL) */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */
@@ -408,12 +408,13 @@ int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
 
-/* cuBLAS (cuda/cublas.c), loaded at first use: y (fp32, m x batch,
- * column-major: [b][row]) = A x_b for row-major A (m x k, row stride lda)
- * and x (batch x k, row stride ldx) of element type dtype (COLLMUX_FLOAT32,
- * _FLOAT16, _BFLOAT16), queued on stream; 0 where cuBLAS is unavailable
- * or refuses. */
-int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, float *y);
+/* cuBLAS (cuda/cublas.c), loaded at first use: y ([b][row], row stride
+ * ldy, of element type ytype) = A x_b for row-major A (m x k, row stride
+ * lda) and x (batch x k, row stride ldx) of element type dtype (types:
+ * COLLMUX_FLOAT32, _FLOAT16, _BFLOAT16), accumulated in fp32, queued on
+ * stream; 0 where cuBLAS is unavailable or refuses. */
+int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
+		    int ytype, long long ldy);
 
 /* ---- the copy engines (copy/) ---- */
 int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc);
@@ -511,6 +512,11 @@ static inline void cmx_cpu_relax(void)
  * (the dispatcher then tries the next path). */
 int cmx_nccl_load(void);
 int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc);
+/* For collmux's own operations (fused/ops.c): in-place sum all-reduces of
+ * `rows` rows of n elements (CMX_KIND_* kind), `stride` bytes apart, as
+ * one NCCL group queued on the program's stream, with no gate and no
+ * wait. Collective; sets up c's NCCL communicator at the first. 1 queued. */
+int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream);
 void cmx_nccl_release(cmx_comm *c);
 void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);

@@ -5,7 +5,8 @@
  * alternating streams. Inputs are multiples of 1/8 in [-1, 1], exact in
  * every type, so every product and partial sum is exact in fp32 whatever
  * the order: the result must equal the exact sum rounded once to the
- * type, bit for bit, and be the same bits on every rank. Then the errors
+ * type (in the nccl form: each rank's exact partial rounded, then their
+ * sum), bit for bit, and be the same bits on every rank. Then the errors
  * the API promises (bad arguments, host buffers). Prints
  * "fusedops: N ranks, F failures".
  *
@@ -99,6 +100,17 @@ static float value(int c, int r, int which, size_t i)
 	return (float)((int)(h % 17) - 8) / 8.f;
 }
 
+/* Whether collmux_gemv_allreduce takes its nccl form (COLLMUX_OPS_ALGO,
+ * and auto's rule in fused/ops.c), whose partials are rounded to the
+ * element type before NCCL sums them; the other forms round once. */
+static int nccl_form(int batch)
+{
+	const char *algo = getenv("COLLMUX_OPS_ALGO");
+	if (algo && *algo && strcmp(algo, "auto") != 0)
+		return strcmp(algo, "nccl") == 0;
+	return batch > 1;
+}
+
 typedef struct {
 	int m, k, batch, pad; /* k: rank r has k + r * kstep columns */
 	int kstep;
@@ -140,12 +152,17 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 	for (int b = 0; b < s.batch && rc == 0; b++)
 		for (int i = 0; i < s.m; i++) {
 			double ref = 0;
-			for (int r = 0; r < n; r++)
+			float nref = 0; /* the nccl form: each rank's partial rounded, their sum (exact) rounded */
+			for (int r = 0; r < n; r++) {
+				double part = 0;
 				for (int j = 0; j < s.k + r * s.kstep; j++) {
 					const size_t kr = (size_t)(s.k + r * s.kstep);
-					ref += (double)value(c, r, 0, (size_t)i * kr + j) * value(c, r, 1, (size_t)b * kr + j);
+					part += (double)value(c, r, 0, (size_t)i * kr + j) * value(c, r, 1, (size_t)b * kr + j);
 				}
-			if (get(hy, (size_t)b * ldy + i, t) != rounded(ref, t) && bad++ < 3)
+				ref += part;
+				nref = rounded(nref + rounded(part, t), t);
+			}
+			if (get(hy, (size_t)b * ldy + i, t) != (nccl_form(s.batch) ? nref : rounded(ref, t)) && bad++ < 3)
 				fail("case %d (type %d): y[%d][%d] is not the exact sum", c, t, b, i);
 		}
 	/* the same bits on every rank */

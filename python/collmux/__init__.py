@@ -1,0 +1,195 @@
+"""collmux from Python: the fused computation + collective operations of
+libcollmux.so on PyTorch tensors and CuPy arrays, through ctypes (nothing
+to compile).
+
+MPI calls need nothing from here: with libcollmux.so preloaded, mpi4py's
+collectives and point-to-point calls on device arrays already go through
+collmux. What an interposer cannot see, a GEMV before an all-reduce, is
+collmux's own API, which this package exposes::
+
+    from mpi4py import MPI
+    import torch, collmux
+
+    # a row-parallel linear layer: each rank holds weight[:, k0:k0+k]
+    y = collmux.gemv_allreduce(MPI.COMM_WORLD, w_slice, x_slice)
+
+The library is the one already in the process (LD_PRELOAD), else
+$COLLMUX_LIB, else libcollmux.so.0 from the loader's path. Each call is
+queued on the current stream of the output's device (PyTorch's or CuPy's)
+and returns at once; every rank of the communicator must make it, with the
+same shapes. Errors raise collmux.Error, with the library's message on
+stderr.
+
+With PyTorch, the same operation is registered as torch.ops.collmux.
+gemv_allreduce(comm_handle, a, x), so that it can sit in a torch.compile
+graph (comm_handle is comm.py2f()): on import when PyTorch is imported
+already, else by register_torch_ops().
+"""
+
+import ctypes
+import os
+import sys
+
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "gemv_allreduce", "library", "register_torch_ops", "version"]
+
+# Element types, as in collmux.h.
+FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
+
+
+class Error(RuntimeError):
+    """A collmux operation refused to run; the reason is on stderr."""
+
+
+_lib = None
+
+
+def library():
+    """The ctypes handle of libcollmux.so (found as the module says)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(None)  # preloaded: its symbols are the process's
+    if not hasattr(lib, "collmux_version"):
+        lib = ctypes.CDLL(os.environ.get("COLLMUX_LIB") or "libcollmux.so.0", mode=ctypes.RTLD_GLOBAL)
+    lib.collmux_version.restype = ctypes.c_char_p
+    f = lib.collmux_gemv_allreduce
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p,
+                  ctypes.c_longlong]
+    _lib = lib
+    return lib
+
+
+def version():
+    """The library's version, "MAJOR.MINOR.PATCH"."""
+    return library().collmux_version().decode()
+
+
+def _handle(comm):
+    """The communicator's Fortran handle: collmux.h takes it on every ABI."""
+    if isinstance(comm, int):
+        return comm
+    if hasattr(comm, "py2f"):
+        return comm.py2f()
+    raise TypeError("collmux: comm must be an mpi4py communicator or its py2f() handle, not %s" % type(comm).__name__)
+
+
+class _Array:
+    """What collmux needs of a device array: address, element type, shape,
+    row stride in elements, and the stream its device's work goes on."""
+
+    def __init__(self, arr, name):
+        mod = type(arr).__module__.split(".")[0]
+        if mod == "torch":
+            import torch
+            if not arr.is_cuda:
+                raise ValueError("collmux: %s must be on a CUDA device" % name)
+            types = {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
+            if arr.dtype not in types:
+                raise ValueError("collmux: %s is %s; float32, float16 and bfloat16 are supported" % (name, arr.dtype))
+            self.ptr, self.dtype, self.shape = arr.data_ptr(), types[arr.dtype], tuple(arr.shape)
+            self.strides = tuple(arr.stride())
+            self.stream = torch.cuda.current_stream(arr.device).cuda_stream
+        elif hasattr(arr, "__cuda_array_interface__"):
+            cai = arr.__cuda_array_interface__
+            types = {"<f4": FLOAT32, "<f2": FLOAT16}
+            if cai["typestr"] not in types:
+                raise ValueError("collmux: %s has type %s; float32 and float16 are supported" % (name, cai["typestr"]))
+            size = 4 if cai["typestr"] == "<f4" else 2
+            self.ptr, self.dtype, self.shape = cai["data"][0], types[cai["typestr"]], tuple(cai["shape"])
+            st = cai.get("strides")
+            if st is None:  # C-contiguous
+                st, acc = [], 1
+                for d in reversed(self.shape):
+                    st.insert(0, acc * size)
+                    acc *= d
+            self.strides = tuple(s // size for s in st)
+            self.stream = 0
+            if mod == "cupy":
+                import cupy
+                self.stream = cupy.cuda.get_current_stream().ptr
+        else:
+            raise ValueError("collmux: %s must be a CUDA tensor (PyTorch) or a device array (CuPy), not %s"
+                             % (name, type(arr).__name__))
+
+    def rows(self, name):
+        """Row stride of a 2-D array (or a 1-D one as a single row); its
+        elements must be contiguous within rows."""
+        if len(self.shape) == 1:
+            if self.shape[0] > 1 and self.strides[0] != 1:
+                raise ValueError("collmux: %s must be contiguous" % name)
+            return 1, self.shape[0], max(self.shape[0], 1)
+        if len(self.shape) != 2 or (self.shape[1] > 1 and self.strides[1] != 1):
+            raise ValueError("collmux: %s must be 1-D or 2-D with contiguous rows" % name)
+        return self.shape[0], self.shape[1], max(self.strides[0], self.shape[1], 1)
+
+
+def _empty_like_rows(x, batch, m, squeeze):
+    """An uninitialised output of x's kind, type and device."""
+    mod = type(x).__module__.split(".")[0]
+    shape = (m,) if squeeze else (batch, m)
+    if mod == "torch":
+        import torch
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    if mod == "cupy":
+        import cupy
+        return cupy.empty(shape, dtype=x.dtype)
+    raise ValueError("collmux: pass out= for inputs of type %s" % type(x).__name__)
+
+
+def gemv_allreduce(comm, a, x, out=None):
+    """y = sum over the ranks r of a_r @ x_r, the same bits on every rank.
+
+    a: this rank's (m, k) slice of the weight (rows contiguous; a column
+    slice weight[:, k0:k0+k] of a row-major matrix is fine); x: its (k,)
+    or (batch, k) slice of the input, batch 1 to 16; out: (m,) or
+    (batch, m), allocated when None. k may differ between ranks. The
+    products accumulate in fp32; how the ranks' partials are summed
+    depends on COLLMUX_OPS_ALGO (collmux.h). Returns out.
+    """
+    handle = _handle(comm)
+    A, X = _Array(a, "a"), _Array(x, "x")
+    m, k, lda = A.rows("a")
+    batch, kx, ldx = X.rows("x")
+    if kx != k:
+        raise ValueError("collmux: a has %d columns and x %d" % (k, kx))
+    if X.dtype != A.dtype:
+        raise ValueError("collmux: a and x must have one element type")
+    if out is None:
+        out = _empty_like_rows(x, batch, m, len(X.shape) == 1)
+    Y = _Array(out, "out")
+    by, my, ldy = Y.rows("out")
+    if (by, my) != (batch, m) or Y.dtype != A.dtype:
+        raise ValueError("collmux: out must be (%d, %d) of the inputs' type" % (batch, m))
+    rc = library().collmux_gemv_allreduce(handle, Y.stream, A.dtype, m, k, batch, A.ptr, lda, X.ptr, ldx,
+                                          Y.ptr, ldy)
+    if rc != 0:
+        raise Error("collmux_gemv_allreduce failed (its reason is on stderr)")
+    return out
+
+
+_torch_ops = False
+
+
+def register_torch_ops():
+    """Registers torch.ops.collmux.gemv_allreduce (once; PyTorch 2.4 or
+    later), whose fake form gives torch.compile the output's shape."""
+    global _torch_ops
+    if _torch_ops:
+        return
+    import torch
+
+    @torch.library.custom_op("collmux::gemv_allreduce", mutates_args=())
+    def _gemv_allreduce(comm: int, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return gemv_allreduce(comm, a, x)
+
+    @_gemv_allreduce.register_fake
+    def _(comm, a, x):
+        return x.new_empty((a.shape[0],) if x.dim() == 1 else (x.shape[0], a.shape[0]))
+
+    _torch_ops = True
+
+
+if "torch" in sys.modules:
+    register_torch_ops()

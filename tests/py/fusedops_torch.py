@@ -1,0 +1,81 @@
+"""The collmux Python package on the GPU machine: collmux.gemv_allreduce as
+a Megatron-style row-parallel linear layer on PyTorch tensors (bf16, the
+weight sliced by columns as a view, uneven slices), against the full
+product computed on each rank; the same bits on every rank; the same
+operation as torch.ops.collmux.gemv_allreduce, also inside a
+torch.compile graph (fullgraph); and on CuPy arrays. Prints
+"fusedops_torch: N ranks, F failures"."""
+import hashlib
+import os
+import sys
+
+import torch
+from mpi4py import MPI
+
+import collmux
+
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+dev = torch.device("cuda", int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")) % torch.cuda.device_count())
+torch.cuda.set_device(dev)
+bad = []
+
+
+def expect(what, ok):
+    if not ok:
+        bad.append(what)
+
+
+def digest(t):
+    return hashlib.sha256(t.view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+
+
+g = torch.Generator(device="cpu").manual_seed(7)
+for m, K, batch in [(4096, 4096, 1), (1000, 3001, 3), (8192, 2048, 16), (33, 17, 2)]:
+    w = (torch.randn(m, K, generator=g) / K ** 0.5).to(torch.bfloat16).to(dev)
+    x = torch.randn(batch, K, generator=g).to(torch.bfloat16).to(dev)
+    bounds = [K * r // size for r in range(size + 1)]
+    k0, k1 = bounds[rank], bounds[rank + 1]
+    y = collmux.gemv_allreduce(comm, w[:, k0:k1], x[:, k0:k1])
+    ref = (x.float() @ w.float().T).to(torch.bfloat16)
+    torch.cuda.synchronize()
+    err = ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    expect(f"({m},{K},{batch}) close to the full product: {err:.2e}", y.shape == (batch, m) and err < 2e-2)
+    hs = comm.allgather(digest(y))
+    expect(f"({m},{K},{batch}) the same bits on every rank", len(set(hs)) == 1)
+    y2 = torch.ops.collmux.gemv_allreduce(comm.py2f(), w[:, k0:k1], x[:, k0:k1])
+    expect(f"({m},{K},{batch}) torch.ops gives the same", torch.equal(y, y2))
+
+# a 1-D input, and a layer in a compiled graph
+h = comm.py2f()
+w = torch.randn(512, 256 * size, device=dev, dtype=torch.bfloat16)
+x = torch.randn(256 * size, device=dev, dtype=torch.bfloat16)
+mine = slice(256 * rank, 256 * (rank + 1))
+y = collmux.gemv_allreduce(comm, w[:, mine], x[mine])
+expect("1-D input gives a 1-D output", y.shape == (512,))
+
+
+def layer(a, v):
+    return torch.relu(torch.ops.collmux.gemv_allreduce(h, a, v)) * 2
+
+
+compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+expect("torch.compile graph", torch.equal(compiled(w[:, mine], x[mine]), layer(w[:, mine], x[mine])))
+
+try:
+    import cupy as cp
+    with cp.cuda.Device(dev.index):
+        a = cp.asarray(cp.random.standard_normal((300, 64)), dtype=cp.float16)
+        v = cp.asarray(cp.random.standard_normal((2, 64)), dtype=cp.float16)
+        yc = collmux.gemv_allreduce(comm, a, v)
+        parts = comm.allgather((a.get(), v.get()))
+        refc = sum(p[1].astype("float32") @ p[0].astype("float32").T for p in parts)
+        cp.cuda.get_current_stream().synchronize()
+        errc = float(abs(yc.get().astype("float32") - refc).max() / abs(refc).max())
+        expect(f"CuPy float16: {errc:.2e}", errc < 2e-3)
+except ImportError:
+    print("fusedops_torch: CuPy skipped", file=sys.stderr)
+
+nbad = comm.allreduce(len(bad))
+if rank == 0:
+    print(f"fusedops_torch: {size} ranks, {nbad} failures", [b for b in bad])
