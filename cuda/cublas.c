@@ -9,6 +9,7 @@
 static struct {
 	int (*Create)(void **);
 	int (*SetStream)(void *, void *);
+	int (*SetMathMode)(void *, int);
 	int (*GemmEx)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *, void *,
 		      int, int, int, int);
 } bl;
@@ -30,7 +31,14 @@ static int load(void)
 	*(void **)&bl.Create = dlsym(h, "cublasCreate_v2");
 	*(void **)&bl.SetStream = dlsym(h, "cublasSetStream_v2");
 	*(void **)&bl.GemmEx = dlsym(h, "cublasGemmEx");
-	if (!bl.Create || !bl.SetStream || !bl.GemmEx || bl.Create(&handle) != 0)
+	*(void **)&bl.SetMathMode = dlsym(h, "cublasSetMathMode");
+	/* CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (16): a split-K
+	 * GEMM sums its pieces in fp32, not in the 16-bit output type, which
+	 * it does by default (the GPU suite caught bf16 partials off by an
+	 * ulp); collmux.h promises fp32 accumulation */
+	enum { DEFAULT_MATH = 0, DISALLOW_REDUCED_PRECISION_REDUCTION = 16 };
+	if (!bl.Create || !bl.SetStream || !bl.GemmEx || !bl.SetMathMode || bl.Create(&handle) != 0 ||
+	    bl.SetMathMode(handle, DEFAULT_MATH | DISALLOW_REDUCED_PRECISION_REDUCTION) != 0)
 		handle = NULL;
 	return handle != NULL;
 }

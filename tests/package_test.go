@@ -172,8 +172,13 @@ func TestAheadOfTimeKernelsName(t *testing.T) {
 		t.Fatalf("cmake --build: %v\n%s", err, out)
 	}
 	img, path := fused.LoadAOT([]string{filepath.Join(build, fused.AOTDir)}, 90)
-	if img == nil || !strings.Contains(string(img), "-arch=sm_90") || !strings.Contains(string(img), "fused/kernels.cu") {
+	joined := filepath.Join(build, "collmux-kernels.cu")
+	if img == nil || !strings.Contains(string(img), "-arch=sm_90") || !strings.Contains(string(img), joined) {
 		entries, _ := os.ReadDir(filepath.Join(build, fused.AOTDir))
 		t.Fatalf("no image named %s (found %v); got %q from %q", fused.AOTName(90), entries, img, path)
+	}
+	// nvcc compiled the module as the library compiles it: kernels.cu, then ops.cu
+	if src, err := os.ReadFile(joined); err != nil || string(src) != fused.Source {
+		t.Errorf("%s is not fused.Source: %v", joined, err)
 	}
 }
