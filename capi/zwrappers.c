@@ -4,9 +4,9 @@
 
 #include "cmx.h"
 
-CMX_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
+static CMX_NOINLINE int route_MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE)))
+	if (cmx_passthrough(CMX_FN_ALLREDUCE))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -18,9 +18,16 @@ CMX_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtyp
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLREDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Allreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLREDUCE_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -32,9 +39,16 @@ CMX_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, cmx_count count, cm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
+CMX_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLREDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Allreduce_c(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE])(sbuf, rbuf, count, dtype, op, root, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -47,9 +61,16 @@ CMX_EXPORT int MPI_Reduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
+CMX_EXPORT int MPI_Reduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE])(sbuf, rbuf, count, dtype, op, root, comm);
+	return route_MPI_Reduce(sbuf, rbuf, count, dtype, op, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -62,9 +83,16 @@ CMX_EXPORT int MPI_Reduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Reduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_REDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm);
+	return route_MPI_Reduce_c(sbuf, rbuf, count, dtype, op, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Bcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_BCAST))
 		return ((int (*)(void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST])(buf, count, dtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_BCAST, .coll = CMX_COLL_BCAST, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -75,9 +103,16 @@ CMX_EXPORT int MPI_Bcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Bcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BCAST)))
+		return ((int (*)(void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST])(buf, count, dtype, root, comm);
+	return route_MPI_Bcast(buf, count, dtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Bcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_BCAST_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST_C])(buf, count, dtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_BCAST_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -88,9 +123,16 @@ CMX_EXPORT int MPI_Bcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Bcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BCAST_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_BCAST_C])(buf, count, dtype, root, comm);
+	return route_MPI_Bcast_c(buf, count, dtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLGATHER, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -103,9 +145,16 @@ CMX_EXPORT int MPI_Allgather(const void *sbuf, int scount, cmx_h stype, void *rb
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLGATHER_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -118,9 +167,16 @@ CMX_EXPORT int MPI_Allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Allgather_c(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLGATHERV, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -134,9 +190,16 @@ CMX_EXPORT int MPI_Allgatherv(const void *sbuf, int scount, cmx_h stype, void *r
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLGATHERV_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -150,9 +213,16 @@ CMX_EXPORT int MPI_Allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Allgatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Gather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_GATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_GATHER, .coll = CMX_COLL_GATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -166,9 +236,16 @@ CMX_EXPORT int MPI_Gather(const void *sbuf, int scount, cmx_h stype, void *rbuf,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Gather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Gather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_GATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_GATHER_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -182,9 +259,16 @@ CMX_EXPORT int MPI_Gather_c(const void *sbuf, cmx_count scount, cmx_h stype, voi
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Gather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Gather_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Gatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_GATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_GATHERV, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -199,9 +283,16 @@ CMX_EXPORT int MPI_Gatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Gatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
+	return route_MPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Gatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_GATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_GATHERV_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -216,9 +307,16 @@ CMX_EXPORT int MPI_Gatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, vo
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Gatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_GATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
+	return route_MPI_Gatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCATTER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_SCATTER, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -232,9 +330,16 @@ CMX_EXPORT int MPI_Scatter(const void *sbuf, int scount, cmx_h stype, void *rbuf
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Scatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCATTER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_SCATTER_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -248,9 +353,16 @@ CMX_EXPORT int MPI_Scatter_c(const void *sbuf, cmx_count scount, cmx_h stype, vo
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Scatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Scatter_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCATTERV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_SCATTERV, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -265,9 +377,16 @@ CMX_EXPORT int MPI_Scatterv(const void *sbuf, const int *scounts, const int *sdi
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+CMX_EXPORT int MPI_Scatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTERV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Scatterv(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCATTERV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
 	cmx_args a = {.fn = CMX_FN_SCATTERV_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -282,9 +401,16 @@ CMX_EXPORT int MPI_Scatterv_c(const void *sbuf, const cmx_count *scounts, const 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Scatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTERV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h))cmx_pmpi[CMX_FN_SCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
+	return route_MPI_Scatterv_c(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALL))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALL, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -297,9 +423,16 @@ CMX_EXPORT int MPI_Alltoall(const void *sbuf, int scount, cmx_h stype, void *rbu
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALL_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALL_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -312,9 +445,16 @@ CMX_EXPORT int MPI_Alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, v
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Alltoall_c(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLV, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -329,9 +469,16 @@ CMX_EXPORT int MPI_Alltoallv(const void *sbuf, const int *scounts, const int *sd
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLV_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -346,9 +493,16 @@ CMX_EXPORT int MPI_Alltoallv_c(const void *sbuf, const cmx_count *scounts, const
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Alltoallv_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER))
 		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -360,9 +514,16 @@ CMX_EXPORT int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int *rcoun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER)))
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm);
+	return route_MPI_Reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_C))
 		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -374,9 +535,16 @@ CMX_EXPORT int MPI_Reduce_scatter_c(const void *sbuf, void *rbuf, const cmx_coun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Reduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_C)))
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm);
+	return route_MPI_Reduce_scatter_c(sbuf, rbuf, rcounts, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -388,9 +556,16 @@ CMX_EXPORT int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_BLOCK)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm);
+	return route_MPI_Reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -402,9 +577,16 @@ CMX_EXPORT int MPI_Reduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_coun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Reduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_BLOCK_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm);
+	return route_MPI_Reduce_scatter_block_c(sbuf, rbuf, rcount, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCAN))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_SCAN, .coll = CMX_COLL_SCAN, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -416,9 +598,16 @@ CMX_EXPORT int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Scan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Scan(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Scan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SCAN_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN_C])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_SCAN_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -430,9 +619,16 @@ CMX_EXPORT int MPI_Scan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h d
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Scan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_SCAN_C])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Scan_c(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_EXSCAN))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_EXSCAN, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -444,9 +640,16 @@ CMX_EXPORT int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Exscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+CMX_EXPORT int MPI_Exscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_EXSCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Exscan(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Exscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_EXSCAN_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN_C])(sbuf, rbuf, count, dtype, op, comm);
 	cmx_args a = {.fn = CMX_FN_EXSCAN_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -458,18 +661,32 @@ CMX_EXPORT int MPI_Exscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Barrier(cmx_h comm)
+CMX_EXPORT int MPI_Exscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BARRIER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_EXSCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h))cmx_pmpi[CMX_FN_EXSCAN_C])(sbuf, rbuf, count, dtype, op, comm);
+	return route_MPI_Exscan_c(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Barrier(cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_BARRIER))
 		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(comm);
 	cmx_args a = {.fn = CMX_FN_BARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.comm = comm;
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm)
+CMX_EXPORT int MPI_Barrier(cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BARRIER)))
+		return ((int (*)(cmx_h))cmx_pmpi[CMX_FN_BARRIER])(comm);
+	return route_MPI_Barrier(comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLW))
 		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLW, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -484,9 +701,16 @@ CMX_EXPORT int MPI_Alltoallw(const void *sbuf, const int *scounts, const int *sd
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm)
+CMX_EXPORT int MPI_Alltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+	return route_MPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLW_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLW_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -501,9 +725,16 @@ CMX_EXPORT int MPI_Alltoallw_c(const void *sbuf, const cmx_count *scounts, const
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_ALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+	return route_MPI_Alltoallw_c(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -516,9 +747,16 @@ CMX_EXPORT int MPI_Neighbor_allgather(const void *sbuf, int scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -531,9 +769,16 @@ CMX_EXPORT int MPI_Neighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Neighbor_allgather_c(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -547,9 +792,16 @@ CMX_EXPORT int MPI_Neighbor_allgatherv(const void *sbuf, int scount, cmx_h stype
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -563,9 +815,16 @@ CMX_EXPORT int MPI_Neighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Neighbor_allgatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -578,9 +837,16 @@ CMX_EXPORT int MPI_Neighbor_alltoall(const void *sbuf, int scount, cmx_h stype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -593,9 +859,16 @@ CMX_EXPORT int MPI_Neighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+	return route_MPI_Neighbor_alltoall_c(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -610,9 +883,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallv(const void *sbuf, const int *scounts, cons
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -627,9 +907,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallv_c(const void *sbuf, const cmx_count *scoun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+	return route_MPI_Neighbor_alltoallv_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW))
 		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -644,9 +931,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallw(const void *sbuf, const int *scounts, cons
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+	return route_MPI_Neighbor_alltoallw(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -661,9 +955,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallw_c(const void *sbuf, const cmx_count *scoun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_local(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op)
+CMX_EXPORT int MPI_Neighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_LOCAL)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+	return route_MPI_Neighbor_alltoallw_c(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_local(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_LOCAL))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL])(sbuf, rbuf, count, dtype, op);
 	cmx_args a = {.fn = CMX_FN_REDUCE_LOCAL, .coll = CMX_COLL_REDUCE_LOCAL, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -674,9 +975,16 @@ CMX_EXPORT int MPI_Reduce_local(const void *sbuf, void *rbuf, int count, cmx_h d
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_local_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op)
+CMX_EXPORT int MPI_Reduce_local(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_LOCAL_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_LOCAL)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL])(sbuf, rbuf, count, dtype, op);
+	return route_MPI_Reduce_local(sbuf, rbuf, count, dtype, op);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_local_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_LOCAL_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL_C])(sbuf, rbuf, count, dtype, op);
 	cmx_args a = {.fn = CMX_FN_REDUCE_LOCAL_C, .coll = CMX_COLL_REDUCE_LOCAL, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -687,9 +995,16 @@ CMX_EXPORT int MPI_Reduce_local_c(const void *sbuf, void *rbuf, cmx_count count,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Reduce_local_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLREDUCE)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_LOCAL_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h))cmx_pmpi[CMX_FN_REDUCE_LOCAL_C])(sbuf, rbuf, count, dtype, op);
+	return route_MPI_Reduce_local_c(sbuf, rbuf, count, dtype, op);
+}
+
+static CMX_NOINLINE int route_MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLREDUCE))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLREDUCE, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -702,9 +1017,16 @@ CMX_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dty
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLREDUCE_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLREDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iallreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLREDUCE_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLREDUCE_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -717,9 +1039,16 @@ CMX_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, cmx_count count, c
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLREDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLREDUCE_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iallreduce_c(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE])(sbuf, rbuf, count, dtype, op, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -733,9 +1062,16 @@ CMX_EXPORT int MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE])(sbuf, rbuf, count, dtype, op, root, comm, req);
+	return route_MPI_Ireduce(sbuf, rbuf, count, dtype, op, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -749,9 +1085,16 @@ CMX_EXPORT int MPI_Ireduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBCAST)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_C])(sbuf, rbuf, count, dtype, op, root, comm, req);
+	return route_MPI_Ireduce_c(sbuf, rbuf, count, dtype, op, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IBCAST))
 		return ((int (*)(void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST])(buf, count, dtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IBCAST, .coll = CMX_COLL_BCAST, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -763,9 +1106,16 @@ CMX_EXPORT int MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h com
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ibcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ibcast(void *buf, int count, cmx_h dtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBCAST_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IBCAST)))
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST])(buf, count, dtype, root, comm, req);
+	return route_MPI_Ibcast(buf, count, dtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ibcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IBCAST_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST_C])(buf, count, dtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IBCAST_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -777,9 +1127,16 @@ CMX_EXPORT int MPI_Ibcast_c(void *buf, cmx_count count, cmx_h dtype, int root, c
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ibcast_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IBCAST_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBCAST_C])(buf, count, dtype, root, comm, req);
+	return route_MPI_Ibcast_c(buf, count, dtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLGATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLGATHER, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -793,9 +1150,16 @@ CMX_EXPORT int MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *r
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iallgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLGATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLGATHER_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -809,9 +1173,16 @@ CMX_EXPORT int MPI_Iallgather_c(const void *sbuf, cmx_count scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Iallgather_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLGATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLGATHERV, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -826,9 +1197,16 @@ CMX_EXPORT int MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iallgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLGATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iallgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLGATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLGATHERV_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -843,9 +1221,16 @@ CMX_EXPORT int MPI_Iallgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iallgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Iallgatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IGATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IGATHER, .coll = CMX_COLL_GATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -860,9 +1245,16 @@ CMX_EXPORT int MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Igather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Igather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Igather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IGATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IGATHER_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -877,9 +1269,16 @@ CMX_EXPORT int MPI_Igather_c(const void *sbuf, cmx_count scount, cmx_h stype, vo
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Igather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Igather_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IGATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IGATHERV, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -895,9 +1294,16 @@ CMX_EXPORT int MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbu
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Igatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Igatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IGATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+	return route_MPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Igatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IGATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_IGATHERV_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -913,9 +1319,16 @@ CMX_EXPORT int MPI_Igatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, v
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Igatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_IGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+	return route_MPI_Igatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCATTER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCATTER, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -930,9 +1343,16 @@ CMX_EXPORT int MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbu
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscatter(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCATTER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCATTER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCATTER_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -947,9 +1367,16 @@ CMX_EXPORT int MPI_Iscatter_c(const void *sbuf, cmx_count scount, cmx_h stype, v
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscatter_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCATTER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTER_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Iscatter_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCATTERV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCATTERV, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -965,9 +1392,16 @@ CMX_EXPORT int MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sd
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscatterv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCATTERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCATTERV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Iscatterv(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCATTERV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCATTERV_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -983,9 +1417,16 @@ CMX_EXPORT int MPI_Iscatterv_c(const void *sbuf, const cmx_count *scounts, const
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscatterv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALL)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCATTERV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISCATTERV_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+	return route_MPI_Iscatterv_c(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALL))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALL, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -999,9 +1440,16 @@ CMX_EXPORT int MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rb
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALL_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALL_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALL_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1015,9 +1463,16 @@ CMX_EXPORT int MPI_Ialltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ialltoall_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALLV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALLV, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1033,9 +1488,16 @@ CMX_EXPORT int MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *s
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALLV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALLV_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1051,9 +1513,16 @@ CMX_EXPORT int MPI_Ialltoallv_c(const void *sbuf, const cmx_count *scounts, cons
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ialltoallv_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE_SCATTER))
 		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1066,9 +1535,16 @@ CMX_EXPORT int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcou
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE_SCATTER)))
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER])(sbuf, rbuf, rcounts, dtype, op, comm, req);
+	return route_MPI_Ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE_SCATTER_C))
 		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1081,9 +1557,16 @@ CMX_EXPORT int MPI_Ireduce_scatter_c(const void *sbuf, void *rbuf, const cmx_cou
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce_scatter_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE_SCATTER_C)))
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_C])(sbuf, rbuf, rcounts, dtype, op, comm, req);
+	return route_MPI_Ireduce_scatter_c(sbuf, rbuf, rcounts, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_BLOCK, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1096,9 +1579,16 @@ CMX_EXPORT int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcoun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ireduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE_SCATTER_BLOCK)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK])(sbuf, rbuf, rcount, dtype, op, comm, req);
+	return route_MPI_Ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ireduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IREDUCE_SCATTER_BLOCK_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IREDUCE_SCATTER_BLOCK_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1111,9 +1601,16 @@ CMX_EXPORT int MPI_Ireduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_cou
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ireduce_scatter_block_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCAN)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IREDUCE_SCATTER_BLOCK_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IREDUCE_SCATTER_BLOCK_C])(sbuf, rbuf, rcount, dtype, op, comm, req);
+	return route_MPI_Ireduce_scatter_block_c(sbuf, rbuf, rcount, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCAN))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCAN, .coll = CMX_COLL_SCAN, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1126,9 +1623,16 @@ CMX_EXPORT int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, c
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISCAN_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iscan(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISCAN_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISCAN_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1141,9 +1645,16 @@ CMX_EXPORT int MPI_Iscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IEXSCAN)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ISCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iscan_c(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IEXSCAN))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IEXSCAN, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1156,9 +1667,16 @@ CMX_EXPORT int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Iexscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iexscan(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IEXSCAN_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IEXSCAN)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iexscan(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Iexscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IEXSCAN_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
 	cmx_args a = {.fn = CMX_FN_IEXSCAN_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1171,9 +1689,16 @@ CMX_EXPORT int MPI_Iexscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ibarrier(cmx_h comm, void *req)
+CMX_EXPORT int MPI_Iexscan_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBARRIER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IEXSCAN_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_IEXSCAN_C])(sbuf, rbuf, count, dtype, op, comm, req);
+	return route_MPI_Iexscan_c(sbuf, rbuf, count, dtype, op, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ibarrier(cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IBARRIER))
 		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(comm, req);
 	cmx_args a = {.fn = CMX_FN_IBARRIER, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.comm = comm;
@@ -1181,9 +1706,16 @@ CMX_EXPORT int MPI_Ibarrier(cmx_h comm, void *req)
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ibarrier(cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLW)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IBARRIER)))
+		return ((int (*)(cmx_h, void *))cmx_pmpi[CMX_FN_IBARRIER])(comm, req);
+	return route_MPI_Ibarrier(comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALLW))
 		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALLW, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1199,9 +1731,16 @@ CMX_EXPORT int MPI_Ialltoallw(const void *sbuf, const int *scounts, const int *s
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ialltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoallw(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IALLTOALLW_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALLW)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+	return route_MPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ialltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IALLTOALLW_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
 	cmx_args a = {.fn = CMX_FN_IALLTOALLW_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1217,9 +1756,16 @@ CMX_EXPORT int MPI_Ialltoallw_c(const void *sbuf, const cmx_count *scounts, cons
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ialltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_IALLTOALLW_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+	return route_MPI_Ialltoallw_c(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHER, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1233,9 +1779,16 @@ CMX_EXPORT int MPI_Ineighbor_allgather(const void *sbuf, int scount, cmx_h stype
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_allgather(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLGATHER)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHER_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHER_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1249,9 +1802,16 @@ CMX_EXPORT int MPI_Ineighbor_allgather_c(const void *sbuf, cmx_count scount, cmx
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_allgather_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLGATHER_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHER_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ineighbor_allgather_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHERV, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1266,9 +1826,16 @@ CMX_EXPORT int MPI_Ineighbor_allgatherv(const void *sbuf, int scount, cmx_h styp
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_allgatherv(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLGATHERV)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLGATHERV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLGATHERV_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1283,9 +1850,16 @@ CMX_EXPORT int MPI_Ineighbor_allgatherv_c(const void *sbuf, cmx_count scount, cm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_allgatherv_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLGATHERV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLGATHERV_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ineighbor_allgatherv_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALL, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1299,9 +1873,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoall(const void *sbuf, int scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoall(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALL)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALL_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALL_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1315,9 +1896,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoall_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALL_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALL_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+	return route_MPI_Ineighbor_alltoall_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLV, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1333,9 +1921,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoallv(const void *sbuf, const int *scounts, con
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALLV)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLV_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLV_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1351,9 +1946,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoallv_c(const void *sbuf, const cmx_count *scou
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoallv_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALLV_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLV_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+	return route_MPI_Ineighbor_alltoallv_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW))
 		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLW, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1369,9 +1971,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoallw(const void *sbuf, const int *scounts, con
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ineighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoallw(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALLW)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+	return route_MPI_Ineighbor_alltoallw(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ineighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_INEIGHBOR_ALLTOALLW_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
 	cmx_args a = {.fn = CMX_FN_INEIGHBOR_ALLTOALLW_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1387,9 +1996,16 @@ CMX_EXPORT int MPI_Ineighbor_alltoallw_c(const void *sbuf, const cmx_count *scou
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Ineighbor_alltoallw_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_INEIGHBOR_ALLTOALLW_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, void *))cmx_pmpi[CMX_FN_INEIGHBOR_ALLTOALLW_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+	return route_MPI_Ineighbor_alltoallw_c(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLREDUCE_INIT))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE_INIT, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1403,9 +2019,16 @@ CMX_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLREDUCE_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLREDUCE_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Allreduce_init(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allreduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLREDUCE_INIT_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLREDUCE_INIT_C, .coll = CMX_COLL_ALLREDUCE, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1419,9 +2042,16 @@ CMX_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf, cmx_count coun
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLREDUCE_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLREDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Allreduce_init_c(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_INIT))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_INIT, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1436,9 +2066,16 @@ CMX_EXPORT int MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dt
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+	return route_MPI_Reduce_init(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_INIT_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_INIT_C, .coll = CMX_COLL_REDUCE, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1453,9 +2090,16 @@ CMX_EXPORT int MPI_Reduce_init_c(const void *sbuf, void *rbuf, cmx_count count, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_INIT_C])(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+	return route_MPI_Reduce_init_c(sbuf, rbuf, count, dtype, op, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_BCAST_INIT))
 		return ((int (*)(void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT])(buf, count, dtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_BCAST_INIT, .coll = CMX_COLL_BCAST, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -1468,9 +2112,16 @@ CMX_EXPORT int MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bcast_init_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Bcast_init(void *buf, int count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BCAST_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BCAST_INIT)))
+		return ((int (*)(void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT])(buf, count, dtype, root, comm, info, req);
+	return route_MPI_Bcast_init(buf, count, dtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Bcast_init_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_BCAST_INIT_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT_C])(buf, count, dtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_BCAST_INIT_C, .coll = CMX_COLL_BCAST, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -1483,9 +2134,16 @@ CMX_EXPORT int MPI_Bcast_init_c(void *buf, cmx_count count, cmx_h dtype, int roo
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Bcast_init_c(void *buf, cmx_count count, cmx_h dtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BCAST_INIT_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BCAST_INIT_C])(buf, count, dtype, root, comm, info, req);
+	return route_MPI_Bcast_init_c(buf, count, dtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHER_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLGATHER_INIT, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1500,9 +2158,16 @@ CMX_EXPORT int MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, voi
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHER_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Allgather_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHER_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLGATHER_INIT_C, .coll = CMX_COLL_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1517,9 +2182,16 @@ CMX_EXPORT int MPI_Allgather_init_c(const void *sbuf, cmx_count scount, cmx_h st
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Allgather_init_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHERV_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLGATHERV_INIT, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1535,9 +2207,16 @@ CMX_EXPORT int MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, vo
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLGATHERV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Allgatherv_init(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLGATHERV_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLGATHERV_INIT_C, .coll = CMX_COLL_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1553,9 +2232,16 @@ CMX_EXPORT int MPI_Allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h s
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLGATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Allgatherv_init_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_GATHER_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_GATHER_INIT, .coll = CMX_COLL_GATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1571,9 +2257,16 @@ CMX_EXPORT int MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Gather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHER_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Gather_init(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Gather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_GATHER_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_GATHER_INIT_C, .coll = CMX_COLL_GATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1589,9 +2282,16 @@ CMX_EXPORT int MPI_Gather_init_c(const void *sbuf, cmx_count scount, cmx_h stype
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Gather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Gather_init_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_GATHERV_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_GATHERV_INIT, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1608,9 +2308,16 @@ CMX_EXPORT int MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Gatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Gatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_GATHERV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+	return route_MPI_Gatherv_init(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Gatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_GATHERV_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_GATHERV_INIT_C, .coll = CMX_COLL_GATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1627,9 +2334,16 @@ CMX_EXPORT int MPI_Gatherv_init_c(const void *sbuf, cmx_count scount, cmx_h styp
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Gatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_GATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_GATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+	return route_MPI_Gatherv_init_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCATTER_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCATTER_INIT, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1645,9 +2359,16 @@ CMX_EXPORT int MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatter_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scatter_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTER_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Scatter_init(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scatter_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCATTER_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCATTER_INIT_C, .coll = CMX_COLL_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1663,9 +2384,16 @@ CMX_EXPORT int MPI_Scatter_init_c(const void *sbuf, cmx_count scount, cmx_h styp
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatterv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scatter_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Scatter_init_c(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scatterv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCATTERV_INIT))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCATTERV_INIT, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1682,9 +2410,16 @@ CMX_EXPORT int MPI_Scatterv_init(const void *sbuf, const int *scounts, const int
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scatterv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scatterv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCATTERV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTERV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, int, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Scatterv_init(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scatterv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCATTERV_INIT_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCATTERV_INIT_C, .coll = CMX_COLL_SCATTERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1701,9 +2436,16 @@ CMX_EXPORT int MPI_Scatterv_init_c(const void *sbuf, const cmx_count *scounts, c
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scatterv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, int root, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCATTERV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, cmx_count, cmx_h, int, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCATTERV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+	return route_MPI_Scatterv_init_c(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALL_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALL_INIT, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1718,9 +2460,16 @@ CMX_EXPORT int MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALL_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALL_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Alltoall_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALL_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALL_INIT_C, .coll = CMX_COLL_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1735,9 +2484,16 @@ CMX_EXPORT int MPI_Alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h sty
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALL_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Alltoall_init_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLV_INIT))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLV_INIT, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1754,9 +2510,16 @@ CMX_EXPORT int MPI_Alltoallv_init(const void *sbuf, const int *scounts, const in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Alltoallv_init(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLV_INIT_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLV_INIT_C, .coll = CMX_COLL_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1773,9 +2536,16 @@ CMX_EXPORT int MPI_Alltoallv_init_c(const void *sbuf, const cmx_count *scounts, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Alltoallv_init_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT))
 		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_INIT, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1789,9 +2559,16 @@ CMX_EXPORT int MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_init_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_INIT)))
+		return ((int (*)(const void *, void *, const int *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+	return route_MPI_Reduce_scatter_init(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_init_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_INIT_C))
 		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT_C])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_INIT_C, .coll = CMX_COLL_REDUCE_SCATTER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1805,9 +2582,16 @@ CMX_EXPORT int MPI_Reduce_scatter_init_c(const void *sbuf, void *rbuf, const cmx
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_scatter_init_c(const void *sbuf, void *rbuf, const cmx_count *rcounts, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_INIT_C)))
+		return ((int (*)(const void *, void *, const cmx_count *, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_INIT_C])(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+	return route_MPI_Reduce_scatter_init_c(sbuf, rbuf, rcounts, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_INIT, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1821,9 +2605,16 @@ CMX_EXPORT int MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int r
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_BLOCK_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+	return route_MPI_Reduce_scatter_block_init(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Reduce_scatter_block_init_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C, .coll = CMX_COLL_REDUCE_SCATTER_BLOCK, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1837,9 +2628,16 @@ CMX_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sbuf, void *rbuf, cmx
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sbuf, void *rbuf, cmx_count rcount, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_REDUCE_SCATTER_BLOCK_INIT_C])(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+	return route_MPI_Reduce_scatter_block_init_c(sbuf, rbuf, rcount, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCAN_INIT))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCAN_INIT, .coll = CMX_COLL_SCAN, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1853,9 +2651,16 @@ CMX_EXPORT int MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtyp
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Scan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SCAN_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCAN_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Scan_init(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Scan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SCAN_INIT_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_SCAN_INIT_C, .coll = CMX_COLL_SCAN, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1869,9 +2674,16 @@ CMX_EXPORT int MPI_Scan_init_c(const void *sbuf, void *rbuf, cmx_count count, cm
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Scan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SCAN_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_SCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Scan_init_c(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_EXSCAN_INIT))
 		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_EXSCAN_INIT, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1885,9 +2697,16 @@ CMX_EXPORT int MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dt
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Exscan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Exscan_init(const void *sbuf, void *rbuf, int count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_EXSCAN_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_EXSCAN_INIT)))
+		return ((int (*)(const void *, void *, int, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Exscan_init(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Exscan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_EXSCAN_INIT_C))
 		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_EXSCAN_INIT_C, .coll = CMX_COLL_EXSCAN, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1901,9 +2720,16 @@ CMX_EXPORT int MPI_Exscan_init_c(const void *sbuf, void *rbuf, cmx_count count, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Exscan_init_c(const void *sbuf, void *rbuf, cmx_count count, cmx_h dtype, cmx_h op, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BARRIER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_EXSCAN_INIT_C)))
+		return ((int (*)(const void *, void *, cmx_count, cmx_h, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_EXSCAN_INIT_C])(sbuf, rbuf, count, dtype, op, comm, info, req);
+	return route_MPI_Exscan_init_c(sbuf, rbuf, count, dtype, op, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_BARRIER_INIT))
 		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(comm, info, req);
 	cmx_args a = {.fn = CMX_FN_BARRIER_INIT, .coll = CMX_COLL_BARRIER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.comm = comm;
@@ -1912,9 +2738,16 @@ CMX_EXPORT int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Barrier_init(cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BARRIER_INIT)))
+		return ((int (*)(cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_BARRIER_INIT])(comm, info, req);
+	return route_MPI_Barrier_init(comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLW_INIT))
 		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLW_INIT, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1931,9 +2764,16 @@ CMX_EXPORT int MPI_Alltoallw_init(const void *sbuf, const int *scounts, const in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls, const void *stypes, void *rbuf, const int *rcounts, const int *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ALLTOALLW_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLW_INIT)))
+		return ((int (*)(const void *, const int *, const int *, const void *, void *, const int *, const int *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+	return route_MPI_Alltoallw_init(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ALLTOALLW_INIT_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_ALLTOALLW_INIT_C, .coll = CMX_COLL_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1950,9 +2790,16 @@ CMX_EXPORT int MPI_Alltoallw_init_c(const void *sbuf, const cmx_count *scounts, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ALLTOALLW_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_ALLTOALLW_INIT_C])(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+	return route_MPI_Alltoallw_init_c(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_INIT, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -1967,9 +2814,16 @@ CMX_EXPORT int MPI_Neighbor_allgather_init(const void *sbuf, int scount, cmx_h s
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_allgather_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHER_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Neighbor_allgather_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHER_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHER_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHER, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -1984,9 +2838,16 @@ CMX_EXPORT int MPI_Neighbor_allgather_init_c(const void *sbuf, cmx_count scount,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_allgather_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHER_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHER_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Neighbor_allgather_init_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_INIT, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2002,9 +2863,16 @@ CMX_EXPORT int MPI_Neighbor_allgatherv_init(const void *sbuf, int scount, cmx_h 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_allgatherv_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHERV_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Neighbor_allgatherv_init(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLGATHERV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2020,9 +2888,16 @@ CMX_EXPORT int MPI_Neighbor_allgatherv_init_c(const void *sbuf, cmx_count scount
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_allgatherv_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLGATHERV_INIT_C])(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Neighbor_allgatherv_init_c(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT))
 		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2037,9 +2912,16 @@ CMX_EXPORT int MPI_Neighbor_alltoall_init(const void *sbuf, int scount, cmx_h st
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_alltoall_init(const void *sbuf, int scount, cmx_h stype, void *rbuf, int rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALL_INIT)))
+		return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Neighbor_alltoall_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALL_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALL_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALL, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2054,9 +2936,16 @@ CMX_EXPORT int MPI_Neighbor_alltoall_init_c(const void *sbuf, cmx_count scount, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_alltoall_init_c(const void *sbuf, cmx_count scount, cmx_h stype, void *rbuf, cmx_count rcount, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALL_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALL_INIT_C])(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+	return route_MPI_Neighbor_alltoall_init_c(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT))
 		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2073,9 +2962,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallv_init(const void *sbuf, const int *scounts,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls, cmx_h stype, void *rbuf, const int *rcounts, const int *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLV_INIT)))
+		return ((int (*)(const void *, const int *, const int *, cmx_h, void *, const int *, const int *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Neighbor_alltoallv_init(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2092,9 +2988,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallv_init_c(const void *sbuf, const cmx_count *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallw_init(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_alltoallv_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sdispls, cmx_h stype, void *rbuf, const cmx_count *rcounts, const cmx_aint *rdispls, cmx_h rtype, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, cmx_h, void *, const cmx_count *, const cmx_aint *, cmx_h, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLV_INIT_C])(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+	return route_MPI_Neighbor_alltoallv_init_c(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallw_init(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT))
 		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_INIT, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2111,9 +3014,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallw_init(const void *sbuf, const int *scounts,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Neighbor_alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+CMX_EXPORT int MPI_Neighbor_alltoallw_init(const void *sbuf, const int *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const int *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLW_INIT)))
+		return ((int (*)(const void *, const int *, const cmx_aint *, const void *, void *, const int *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+	return route_MPI_Neighbor_alltoallw_init(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Neighbor_alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
+{
+	if (cmx_passthrough(CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C))
 		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
 	cmx_args a = {.fn = CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C, .coll = CMX_COLL_NEIGHBOR_ALLTOALLW, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2130,9 +3040,16 @@ CMX_EXPORT int MPI_Neighbor_alltoallw_init_c(const void *sbuf, const cmx_count *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Neighbor_alltoallw_init_c(const void *sbuf, const cmx_count *scounts, const cmx_aint *sadispls, const void *stypes, void *rbuf, const cmx_count *rcounts, const cmx_aint *radispls, const void *rtypes, cmx_h comm, cmx_h info, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C)))
+		return ((int (*)(const void *, const cmx_count *, const cmx_aint *, const void *, void *, const cmx_count *, const cmx_aint *, const void *, cmx_h, cmx_h, void *))cmx_pmpi[CMX_FN_NEIGHBOR_ALLTOALLW_INIT_C])(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+	return route_MPI_Neighbor_alltoallw_init_c(sbuf, scounts, sadispls, stypes, rbuf, rcounts, radispls, rtypes, comm, info, req);
+}
+
+static CMX_NOINLINE int route_MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_SEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2144,9 +3061,16 @@ CMX_EXPORT int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Send_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Send(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Send(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Send_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND_C])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_SEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2158,9 +3082,16 @@ CMX_EXPORT int MPI_Send_c(const void *sbuf, cmx_count scount, cmx_h stype, int d
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Send_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SEND_C])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Send_c(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_SSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2172,9 +3103,16 @@ CMX_EXPORT int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ssend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Ssend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Ssend(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Ssend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_SSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND_C])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_SSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2186,9 +3124,16 @@ CMX_EXPORT int MPI_Ssend_c(const void *sbuf, cmx_count scount, cmx_h stype, int 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Ssend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_SSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Ssend_c(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_BSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_BSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2200,9 +3145,16 @@ CMX_EXPORT int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Bsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Bsend(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Bsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_BSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND_C])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_BSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2214,9 +3166,16 @@ CMX_EXPORT int MPI_Bsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Bsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_BSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Bsend_c(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_RSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_RSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2228,9 +3187,16 @@ CMX_EXPORT int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Rsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+CMX_EXPORT int MPI_Rsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Rsend(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Rsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
+{
+	if (cmx_passthrough(CMX_FN_RSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND_C])(sbuf, scount, stype, dest, tag, comm);
 	cmx_args a = {.fn = CMX_FN_RSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2242,9 +3208,16 @@ CMX_EXPORT int MPI_Rsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Rsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h))cmx_pmpi[CMX_FN_RSEND_C])(sbuf, scount, stype, dest, tag, comm);
+	return route_MPI_Rsend_c(sbuf, scount, stype, dest, tag, comm);
+}
+
+static CMX_NOINLINE int route_MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2257,9 +3230,16 @@ CMX_EXPORT int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Isend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Isend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Isend(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Isend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2272,9 +3252,16 @@ CMX_EXPORT int MPI_Isend_c(const void *sbuf, cmx_count scount, cmx_h stype, int 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Isend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Isend_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2287,9 +3274,16 @@ CMX_EXPORT int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, i
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Issend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Issend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_ISSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Issend(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Issend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_ISSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_ISSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2302,9 +3296,16 @@ CMX_EXPORT int MPI_Issend_c(const void *sbuf, cmx_count scount, cmx_h stype, int
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Issend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_ISSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_ISSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Issend_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IBSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IBSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2317,9 +3318,16 @@ CMX_EXPORT int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, i
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ibsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ibsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IBSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IBSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Ibsend(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ibsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IBSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IBSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2332,9 +3340,16 @@ CMX_EXPORT int MPI_Ibsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ibsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRSEND)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IBSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IBSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Ibsend_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IRSEND))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IRSEND, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2347,9 +3362,16 @@ CMX_EXPORT int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, i
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Irsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Irsend(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRSEND_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IRSEND)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Irsend(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Irsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IRSEND_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IRSEND_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2362,9 +3384,16 @@ CMX_EXPORT int MPI_Irsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Irsend_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IRSEND_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRSEND_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Irsend_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SEND_INIT))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_SEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2377,9 +3406,16 @@ CMX_EXPORT int MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Send_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Send_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SEND_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Send_init(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Send_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SEND_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_SEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2392,9 +3428,16 @@ CMX_EXPORT int MPI_Send_init_c(const void *sbuf, cmx_count scount, cmx_h stype, 
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Send_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Send_init_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SSEND_INIT))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_SSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2407,9 +3450,16 @@ CMX_EXPORT int MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int des
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Ssend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ssend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SSEND_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Ssend_init(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Ssend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_SSEND_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_SSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2422,9 +3472,16 @@ CMX_EXPORT int MPI_Ssend_init_c(const void *sbuf, cmx_count scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Ssend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Ssend_init_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_BSEND_INIT))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_BSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2437,9 +3494,16 @@ CMX_EXPORT int MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int des
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Bsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Bsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_BSEND_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Bsend_init(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Bsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_BSEND_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_BSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2452,9 +3516,16 @@ CMX_EXPORT int MPI_Bsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Bsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_BSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_BSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Bsend_init_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_RSEND_INIT))
 		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_RSEND_INIT, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2467,9 +3538,16 @@ CMX_EXPORT int MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int des
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Rsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Rsend_init(const void *sbuf, int scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RSEND_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RSEND_INIT)))
+		return ((int (*)(const void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Rsend_init(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Rsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_RSEND_INIT_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_RSEND_INIT_C, .coll = CMX_COLL_SEND, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2482,9 +3560,16 @@ CMX_EXPORT int MPI_Rsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Rsend_init_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RSEND_INIT_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RSEND_INIT_C])(sbuf, scount, stype, dest, tag, comm, req);
+	return route_MPI_Rsend_init_c(sbuf, scount, stype, dest, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_RECV))
 		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV])(rbuf, rcount, rtype, source, tag, comm, status);
 	cmx_args a = {.fn = CMX_FN_RECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.rbuf = rbuf;
@@ -2497,9 +3582,16 @@ CMX_EXPORT int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Recv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Recv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RECV)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV])(rbuf, rcount, rtype, source, tag, comm, status);
+	return route_MPI_Recv(rbuf, rcount, rtype, source, tag, comm, status);
+}
+
+static CMX_NOINLINE int route_MPI_Recv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_RECV_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_C])(rbuf, rcount, rtype, source, tag, comm, status);
 	cmx_args a = {.fn = CMX_FN_RECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.rbuf = rbuf;
@@ -2512,9 +3604,16 @@ CMX_EXPORT int MPI_Recv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Recv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRECV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_C])(rbuf, rcount, rtype, source, tag, comm, status);
+	return route_MPI_Recv_c(rbuf, rcount, rtype, source, tag, comm, status);
+}
+
+static CMX_NOINLINE int route_MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IRECV))
 		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV])(rbuf, rcount, rtype, source, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.rbuf = rbuf;
@@ -2527,9 +3626,16 @@ CMX_EXPORT int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int ta
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Irecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Irecv(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IRECV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IRECV)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV])(rbuf, rcount, rtype, source, tag, comm, req);
+	return route_MPI_Irecv(rbuf, rcount, rtype, source, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Irecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IRECV_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV_C])(rbuf, rcount, rtype, source, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_IRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.rbuf = rbuf;
@@ -2542,9 +3648,16 @@ CMX_EXPORT int MPI_Irecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Irecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_INIT)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_IRECV_C])(rbuf, rcount, rtype, source, tag, comm, req);
+	return route_MPI_Irecv_c(rbuf, rcount, rtype, source, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_RECV_INIT))
 		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT])(rbuf, rcount, rtype, source, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_RECV_INIT, .coll = CMX_COLL_RECV, .form = CMX_FORM_PERSISTENT, .large = 0, .root = -1};
 	a.rbuf = rbuf;
@@ -2557,9 +3670,16 @@ CMX_EXPORT int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, in
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Recv_init_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+CMX_EXPORT int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_RECV_INIT_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RECV_INIT)))
+		return ((int (*)(void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT])(rbuf, rcount, rtype, source, tag, comm, req);
+	return route_MPI_Recv_init(rbuf, rcount, rtype, source, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Recv_init_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
+{
+	if (cmx_passthrough(CMX_FN_RECV_INIT_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT_C])(rbuf, rcount, rtype, source, tag, comm, req);
 	cmx_args a = {.fn = CMX_FN_RECV_INIT_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_PERSISTENT, .large = 1, .root = -1};
 	a.rbuf = rbuf;
@@ -2572,9 +3692,16 @@ CMX_EXPORT int MPI_Recv_init_c(void *rbuf, cmx_count rcount, cmx_h rtype, int so
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Mrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *status)
+CMX_EXPORT int MPI_Recv_init_c(void *rbuf, cmx_count rcount, cmx_h rtype, int source, int tag, cmx_h comm, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_MRECV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_RECV_INIT_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_RECV_INIT_C])(rbuf, rcount, rtype, source, tag, comm, req);
+	return route_MPI_Recv_init_c(rbuf, rcount, rtype, source, tag, comm, req);
+}
+
+static CMX_NOINLINE int route_MPI_Mrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *status)
+{
+	if (cmx_passthrough(CMX_FN_MRECV))
 		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV])(rbuf, rcount, rtype, msg, status);
 	cmx_args a = {.fn = CMX_FN_MRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.rbuf = rbuf;
@@ -2585,9 +3712,16 @@ CMX_EXPORT int MPI_Mrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *s
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Mrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *status)
+CMX_EXPORT int MPI_Mrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_MRECV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_MRECV)))
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV])(rbuf, rcount, rtype, msg, status);
+	return route_MPI_Mrecv(rbuf, rcount, rtype, msg, status);
+}
+
+static CMX_NOINLINE int route_MPI_Mrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *status)
+{
+	if (cmx_passthrough(CMX_FN_MRECV_C))
 		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV_C])(rbuf, rcount, rtype, msg, status);
 	cmx_args a = {.fn = CMX_FN_MRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.rbuf = rbuf;
@@ -2598,9 +3732,16 @@ CMX_EXPORT int MPI_Mrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Imrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *req)
+CMX_EXPORT int MPI_Mrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IMRECV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_MRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_MRECV_C])(rbuf, rcount, rtype, msg, status);
+	return route_MPI_Mrecv_c(rbuf, rcount, rtype, msg, status);
+}
+
+static CMX_NOINLINE int route_MPI_Imrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IMRECV))
 		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV])(rbuf, rcount, rtype, msg, req);
 	cmx_args a = {.fn = CMX_FN_IMRECV, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 0, .root = -1};
 	a.rbuf = rbuf;
@@ -2611,9 +3752,16 @@ CMX_EXPORT int MPI_Imrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Imrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *req)
+CMX_EXPORT int MPI_Imrecv(void *rbuf, int rcount, cmx_h rtype, void *msg, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_IMRECV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IMRECV)))
+		return ((int (*)(void *, int, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV])(rbuf, rcount, rtype, msg, req);
+	return route_MPI_Imrecv(rbuf, rcount, rtype, msg, req);
+}
+
+static CMX_NOINLINE int route_MPI_Imrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *req)
+{
+	if (cmx_passthrough(CMX_FN_IMRECV_C))
 		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV_C])(rbuf, rcount, rtype, msg, req);
 	cmx_args a = {.fn = CMX_FN_IMRECV_C, .coll = CMX_COLL_RECV, .form = CMX_FORM_NONBLOCKING, .large = 1, .root = -1};
 	a.rbuf = rbuf;
@@ -2624,9 +3772,16 @@ CMX_EXPORT int MPI_Imrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Imrecv_c(void *rbuf, cmx_count rcount, cmx_h rtype, void *msg, void *req)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_IMRECV_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, void *, void *))cmx_pmpi[CMX_FN_IMRECV_C])(rbuf, rcount, rtype, msg, req);
+	return route_MPI_Imrecv_c(rbuf, rcount, rtype, msg, req);
+}
+
+static CMX_NOINLINE int route_MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_SENDRECV))
 		return ((int (*)(const void *, int, cmx_h, int, int, void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
 	cmx_args a = {.fn = CMX_FN_SENDRECV, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = sbuf;
@@ -2644,9 +3799,16 @@ CMX_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Sendrecv_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int stag, void *rbuf, cmx_count rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SENDRECV)))
+		return ((int (*)(const void *, int, cmx_h, int, int, void *, int, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+	return route_MPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+}
+
+static CMX_NOINLINE int route_MPI_Sendrecv_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int stag, void *rbuf, cmx_count rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_SENDRECV_C))
 		return ((int (*)(const void *, cmx_count, cmx_h, int, int, void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_C])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
 	cmx_args a = {.fn = CMX_FN_SENDRECV_C, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = sbuf;
@@ -2664,9 +3826,16 @@ CMX_EXPORT int MPI_Sendrecv_c(const void *sbuf, cmx_count scount, cmx_h stype, i
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Sendrecv_c(const void *sbuf, cmx_count scount, cmx_h stype, int dest, int stag, void *rbuf, cmx_count rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_REPLACE)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SENDRECV_C)))
+		return ((int (*)(const void *, cmx_count, cmx_h, int, int, void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_C])(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+	return route_MPI_Sendrecv_c(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+}
+
+static CMX_NOINLINE int route_MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_SENDRECV_REPLACE))
 		return ((int (*)(void *, int, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE])(buf, count, dtype, dest, stag, source, rtag, comm, status);
 	cmx_args a = {.fn = CMX_FN_SENDRECV_REPLACE, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 0, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -2681,9 +3850,16 @@ CMX_EXPORT int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest,
 	return cmx_dispatch(&a);
 }
 
-CMX_EXPORT int MPI_Sendrecv_replace_c(void *buf, cmx_count count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+CMX_EXPORT int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
 {
-	if (CMX_LIKELY(cmx_passthrough(CMX_FN_SENDRECV_REPLACE_C)))
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SENDRECV_REPLACE)))
+		return ((int (*)(void *, int, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE])(buf, count, dtype, dest, stag, source, rtag, comm, status);
+	return route_MPI_Sendrecv_replace(buf, count, dtype, dest, stag, source, rtag, comm, status);
+}
+
+static CMX_NOINLINE int route_MPI_Sendrecv_replace_c(void *buf, cmx_count count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+{
+	if (cmx_passthrough(CMX_FN_SENDRECV_REPLACE_C))
 		return ((int (*)(void *, cmx_count, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE_C])(buf, count, dtype, dest, stag, source, rtag, comm, status);
 	cmx_args a = {.fn = CMX_FN_SENDRECV_REPLACE_C, .coll = CMX_COLL_SENDRECV, .form = CMX_FORM_BLOCKING, .large = 1, .root = -1};
 	a.sbuf = buf; a.rbuf = buf;
@@ -2696,5 +3872,12 @@ CMX_EXPORT int MPI_Sendrecv_replace_c(void *buf, cmx_count count, cmx_h dtype, i
 	a.comm = comm;
 	a.status = status;
 	return cmx_dispatch(&a);
+}
+
+CMX_EXPORT int MPI_Sendrecv_replace_c(void *buf, cmx_count count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status)
+{
+	if (CMX_LIKELY(cmx_forward_now(CMX_FN_SENDRECV_REPLACE_C)))
+		return ((int (*)(void *, cmx_count, cmx_h, int, int, int, int, cmx_h, void *))cmx_pmpi[CMX_FN_SENDRECV_REPLACE_C])(buf, count, dtype, dest, stag, source, rtag, comm, status);
+	return route_MPI_Sendrecv_replace_c(buf, count, dtype, dest, stag, source, rtag, comm, status);
 }
 

@@ -28,6 +28,7 @@
 #define CMX_EXPORT __attribute__((visibility("default")))
 #define CMX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CMX_NOINLINE __attribute__((noinline))
 
 
 typedef uintptr_t cmx_h;
@@ -291,6 +292,15 @@ int cmx_log_rank(void); /* the rank log lines name (in MPI_COMM_WORLD); -1 befor
 
 extern volatile int cmx_cuda_up; /* the process has initialised CUDA */
 int cmx_cuda_probe(void);        /* checks (and latches) cmx_cuda_up */
+
+/* cmx_forward_now: the wrappers' first test, loads and no call (so the
+ * compiler gives the pass-through no stack frame): collmux is set up and
+ * no call of this process can leave MPI. False sends the call to its
+ * route_* function, which asks cmx_passthrough. */
+static inline int cmx_forward_now(int fn)
+{
+	return __atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE) && cmx_state.forward_only && cmx_pmpi[fn] != NULL;
+}
 
 /* cmx_passthrough is the whole cost of collmux on a call that stays on MPI:
  * one load and a branch once initialised. */

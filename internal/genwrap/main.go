@@ -391,8 +391,12 @@ func genWrappers(colls []coll) []byte {
 				name += "_c"
 			}
 			decl, call := signature(c, large)
-			fmt.Fprintf(&b, "CMX_EXPORT int %s(%s)\n{\n", name, decl)
-			fmt.Fprintf(&b, "\tif (CMX_LIKELY(cmx_passthrough(%s)))\n", fn)
+			// The wrapper's first test is loads only, so that the
+			// pass-through of a job that never leaves MPI sets up no
+			// stack frame; everything else (initialisation, the CUDA
+			// probe, the call's descriptor) is in route_*.
+			fmt.Fprintf(&b, "static CMX_NOINLINE int route_%s(%s)\n{\n", name, decl)
+			fmt.Fprintf(&b, "\tif (cmx_passthrough(%s))\n", fn)
 			fmt.Fprintf(&b, "\t\treturn ((%s)cmx_pmpi[%s])(%s);\n", ptrType(c, large), fn, call)
 			fmt.Fprintf(&b, "\tcmx_args a = {.fn = %s, .coll = CMX_COLL_%s, .form = %s, .large = %d, .root = -1};\n",
 				fn, upper(c.family), formNames[c.form], btoi(large))
@@ -400,6 +404,10 @@ func genWrappers(colls []coll) []byte {
 				fmt.Fprintf(&b, "\t%s\n", params[p].field)
 			}
 			b.WriteString("\treturn cmx_dispatch(&a);\n}\n\n")
+			fmt.Fprintf(&b, "CMX_EXPORT int %s(%s)\n{\n", name, decl)
+			fmt.Fprintf(&b, "\tif (CMX_LIKELY(cmx_forward_now(%s)))\n", fn)
+			fmt.Fprintf(&b, "\t\treturn ((%s)cmx_pmpi[%s])(%s);\n", ptrType(c, large), fn, call)
+			fmt.Fprintf(&b, "\treturn route_%s(%s);\n}\n\n", name, call)
 		}
 	}
 	return b.Bytes()
