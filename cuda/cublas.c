@@ -43,6 +43,14 @@ static int load(void)
 	return handle != NULL;
 }
 
+int cmx_cublas_ready(void)
+{
+	pthread_mutex_lock(&mu);
+	const int ok = load();
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
 int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
 		    int ytype, long long ldy)
 {

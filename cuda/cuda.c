@@ -27,6 +27,7 @@ static struct {
 	CUresult (*StreamDestroy)(CUstream);
 	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*StreamQuery)(CUstream);
+	CUresult (*StreamIsCapturing)(CUstream, int *);
 	CUresult (*StreamWaitEvent)(CUstream, void *, unsigned);
 	CUresult (*EventCreate)(void **, unsigned);
 	CUresult (*EventRecord)(void *, CUstream);
@@ -84,6 +85,7 @@ int cmx_cuda_load(void)
 	SYM(StreamDestroy, "cuStreamDestroy_v2");
 	SYM(StreamSynchronize, "cuStreamSynchronize");
 	SYM(StreamQuery, "cuStreamQuery");
+	SYM(StreamIsCapturing, "cuStreamIsCapturing");
 	SYM(StreamWaitEvent, "cuStreamWaitEvent");
 	SYM(EventCreate, "cuEventCreate");
 	SYM(EventRecord, "cuEventRecord");
@@ -206,6 +208,12 @@ int cmx_cuda_record(void **event, void *stream)
 }
 
 int cmx_cuda_wait(void *stream, void *event) { return ok(cu.StreamWaitEvent(stream, event, 0)); }
+
+int cmx_cuda_capturing(void *stream)
+{
+	int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+	return cu.StreamIsCapturing && cu.StreamIsCapturing(stream, &status) == 0 && status != 0;
+}
 
 int cmx_cuda_sm_count(void)
 {

@@ -58,7 +58,8 @@ struct cmx_ops {
 	void *err_d;
 	void *last;        /* event: the last call's kernel done */
 	void *last_stream; /* the stream it ran on */
-	int sms;           /* the GPU's multiprocessors */
+	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
+	int cublas;        /* every rank has cuBLAS */
 };
 static int ops_made; /* workspaces made by this process (never freed) */
 static pthread_mutex_t ops_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -87,33 +88,52 @@ static int settled(struct cmx_ops *o)
 	return d > 0;
 }
 
+static const char not_device[] = "a, x and y must be in device memory";
+
 /* Makes c's ops workspace of `bytes`, or a larger one in place of the one
  * it has: collective, decided alike on every rank (from the arguments
- * every rank passes alike, and agreements). NULL with *why on failure. */
-static const char *ready(cmx_comm *c, const void *buf, size_t bytes)
+ * every rank passes alike, and agreements). args: this rank's buffers
+ * are fit for the call; where the call makes a collective step, every
+ * rank learns whether all are, so that one rank's refusal is every rank's
+ * (elsewhere the peers' kernels time out, as collmux.h says). NULL, or
+ * why not. */
+static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 {
 	struct cmx_ops *o = c->ops;
 	if (c->ops_state < 0)
 		return "fused operations are off for this communicator (see the message of the call that failed)";
 	if (o && o->cap >= bytes)
-		return NULL;
+		return args ? NULL : not_device;
 	if (!o) { /* the first operation: can every rank take part? */
 		struct {
 			char host[64], bus[32];
-			int ok, arch, room, algo;
+			int args, ok, arch, room, algo, sms, cublas;
 		} me, *all = calloc((size_t)c->size, sizeof me);
 		memset(&me, 0, sizeof me);
 		pthread_mutex_lock(&ops_mu);
 		me.room = ops_made < OPS_MAX;
 		pthread_mutex_unlock(&ops_mu);
 		me.algo = cmx_cfg.ops_algo;
-		me.ok = all && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() && cmx_fused_kernel("cmx_ring") &&
-			cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+		me.args = args;
+		me.ok = all && c->size <= MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
+			cmx_fused_kernel("cmx_ring") && cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+		if (me.ok) {
+			me.sms = cmx_cuda_sm_count();
+			me.cublas = cmx_cublas_ready();
+		}
 		cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 		const char *why = NULL;
 		if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
 			why = "its set-up could not gather the ranks' facts";
+		for (int p = 0; p < c->size && !why; p++)
+			if (!all[p].args) { /* a refusal of this call only: the next may set up */
+				free(all);
+				return args ? "some rank passed buffers that are not in device memory" : not_device;
+			}
+		int sms = INT_MAX, cublas = 1;
 		for (int p = 0; p < c->size && !why; p++) {
+			sms = all[p].sms < sms ? all[p].sms : sms; /* the tiles' shape must be the same on every rank */
+			cublas &= all[p].cublas;
 			if (!all[p].ok)
 				why = c->size > MAX_RANKS ? "it has more than 8 ranks"
 							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
@@ -141,12 +161,14 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = cmx_cuda_sm_count();
+		o->sms = sms, o->cublas = cublas;
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
 		pthread_mutex_unlock(&ops_mu);
 	} else { /* grow: every rank's kernels are done with the old one, then its mappings close, then it is freed */
+		if (!cmx_comm_agree(c, args))
+			return args ? "some rank passed buffers that are not in device memory" : not_device;
 		int ok = cmx_comm_agree(c, settled(o));
 		for (int p = 0; p < c->size && ok; p++)
 			if (p != c->rank)
@@ -271,6 +293,26 @@ static int gemv_form(int batch)
 	return batch == 1 ? GEMV_SUM : GEMV_NCCL;
 }
 
+/* The form c runs this call in, from gemv_form and what every rank has
+ * (agreed: cuBLAS at set-up, NCCL by its own set-up, collective here);
+ * auto falls back to a form that can run, a forced form fails. 0 with
+ * *why when none can. */
+static int gemv_form_for(cmx_comm *c, int batch, const void *buf, const char **why)
+{
+	int form = gemv_form(batch);
+	if (form == GEMV_NCCL && !cmx_nccl_ready(c, buf)) {
+		if (cmx_cfg.ops_algo)
+			return *why = "COLLMUX_OPS_ALGO=nccl, and NCCL cannot serve this communicator", 0;
+		form = GEMV_SUM;
+	}
+	if (form != GEMV_FUSED && !c->ops->cublas) {
+		if (cmx_cfg.ops_algo)
+			return *why = "COLLMUX_OPS_ALGO names a form with cuBLAS, which some rank lacks", 0;
+		form = GEMV_FUSED;
+	}
+	return form;
+}
+
 CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
 				      const void *x, long long ldx, void *y, long long ldy)
 {
@@ -286,18 +328,23 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	cmx_comm *c = comm_of(fn, comm);
 	if (!c)
 		return -1;
-	if ((uint64_t)m > (uint64_t)OPS_TILES * 8 * OPS_RW)
-		return fail(fn, c, "m is larger than 131072");
+	if ((uint64_t)m > (uint64_t)OPS_TILES * 8 * OPS_RW || k > INT_MAX - 4096)
+		return fail(fn, c, "m is larger than 131072, or k than 2^31 - 4097");
 	if (m == 0) /* every rank passes the same m */
 		return 0;
-	if ((k && (!on_device(a) || !on_device(x))) || !on_device(y))
-		return fail(fn, c, "a, x and y must be in device memory");
-	const int form = gemv_form(batch), fused = form == GEMV_FUSED;
-	const uint64_t data = form == GEMV_NCCL ? 0 : (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
-	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256));
+	/* Its kernels would replay this call's numbers and flags, which the
+	 * peers' replays would find already raised */
+	if (cmx_cuda_capturing(stream))
+		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	/* room for the partials of every form (the nccl form uses none) */
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
+	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256), (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
 	if (why)
 		return fail(fn, c, why);
 	struct cmx_ops *o = c->ops;
+	const int form = gemv_form_for(c, batch, y, &why), fused = form == GEMV_FUSED;
+	if (!form)
+		return fail(fn, c, why);
 	const size_t es = (size_t)esize[dtype];
 	/* the form: from what every rank passes alike and COLLMUX_OPS_ALGO,
 	 * which the first call agreed */

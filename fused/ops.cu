@@ -70,6 +70,10 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 		u64 t0 = 0, v;
 		for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++) {
 			if ((spins & 1023) == 0) {
+				if (ld_relaxed(O.err)) { // another block gave up on a peer: so does this one, at once
+					bad = 1;
+					break;
+				}
 				u64 now = now_ns();
 				if (!t0)
 					t0 = now;
@@ -92,7 +96,9 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 		}
 	}
 	__syncthreads();
-	return !bad;
+	const bool ok = !bad;
+	__syncthreads(); // every thread has read it before the next tile's wait resets it
+	return ok;
 }
 
 // Eight consecutive elements as floats. Eight is 16 bytes of a 16-bit

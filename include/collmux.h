@@ -51,7 +51,9 @@ int MPIX_Query_cuda_support(void);
  * comm is the communicator's Fortran handle, which every MPI ABI shares:
  * MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. Every rank passes the
  * same shape and type; calls on one communicator are ordered on the GPU
- * even across streams. They return 0 once queued, or -1 with the reason
+ * even across streams. A call cannot be captured into a CUDA graph (it
+ * returns -1): each call is numbered as it is made, and a replay would
+ * reuse the numbers. They return 0 once queued, or -1 with the reason
  * on stderr, naming the call: nothing is queued then, on any rank where
  * the reason is one every rank shares (an argument, the set-up). A rank
  * that never arrives, or passes another shape, makes the peers' kernels

@@ -128,11 +128,16 @@ static void setup(cmx_comm *c, const void *buf)
 	pthread_mutex_unlock(&list_mu);
 }
 
-int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream)
+int cmx_nccl_ready(cmx_comm *c, const void *buf)
 {
 	if (c->nccl_state == 0)
 		setup(c, buf);
-	if (c->nccl_state != 1 || nccl_type[kind] < 0 || !nc.GroupStart)
+	return c->nccl_state == 1;
+}
+
+int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream)
+{
+	if (!cmx_nccl_ready(c, buf) || nccl_type[kind] < 0 || !nc.GroupStart)
 		return 0;
 	int r = nc.GroupStart();
 	for (size_t i = 0; i < rows && r == 0; i++)

@@ -392,6 +392,7 @@ void *cmx_cuda_event_after(void *stream); /* an event recorded on stream now; NU
 int cmx_cuda_record(void **event, void *stream); /* records *event (made at the first call) on stream */
 int cmx_cuda_wait(void *stream, void *event);    /* stream's next work waits for event, on the device */
 int cmx_cuda_sm_count(void);                     /* multiprocessors of the current device; 1 when unknown */
+int cmx_cuda_capturing(void *stream);            /* stream is being captured into a CUDA graph */
 int cmx_cuda_event_done(void *event);     /* 1 done, 0 not yet, -1 failed */
 void cmx_cuda_event_free(void *event);
 void cmx_cuda_stream_free(void *stream);
@@ -423,6 +424,7 @@ void *cmx_cuda_mapped(size_t n, void **dptr);
  * lda) and x (batch x k, row stride ldx) of element type dtype (types:
  * COLLMUX_FLOAT32, _FLOAT16, _BFLOAT16), accumulated in fp32, queued on
  * stream; 0 where cuBLAS is unavailable or refuses. */
+int cmx_cublas_ready(void); /* cuBLAS loaded (at the first call) and a handle made */
 int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
 		    int ytype, long long ldy);
 
@@ -527,6 +529,7 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc);
  * one NCCL group queued on the program's stream, with no gate and no
  * wait. Collective; sets up c's NCCL communicator at the first. 1 queued. */
 int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream);
+int cmx_nccl_ready(cmx_comm *c, const void *buf); /* collective: c's NCCL communicator, set up at the first call; 1 when usable */
 void cmx_nccl_release(cmx_comm *c);
 void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);

@@ -91,6 +91,7 @@ class _Array:
             self.ptr, self.dtype, self.shape = arr.data_ptr(), types[arr.dtype], tuple(arr.shape)
             self.strides = tuple(arr.stride())
             self.stream = torch.cuda.current_stream(arr.device).cuda_stream
+            self.device = arr.device
         elif hasattr(arr, "__cuda_array_interface__"):
             cai = arr.__cuda_array_interface__
             types = {"<f4": FLOAT32, "<f2": FLOAT16}
@@ -105,7 +106,7 @@ class _Array:
                     st.insert(0, acc * size)
                     acc *= d
             self.strides = tuple(s // size for s in st)
-            self.stream = 0
+            self.stream, self.device = 0, None
             if mod == "cupy":
                 import cupy
                 self.stream = cupy.cuda.get_current_stream().ptr
@@ -114,14 +115,19 @@ class _Array:
                              % (name, type(arr).__name__))
 
     def rows(self, name):
-        """Row stride of a 2-D array (or a 1-D one as a single row); its
-        elements must be contiguous within rows."""
+        """(rows, columns, row stride) of a 2-D array, or of a 1-D one as a
+        single row. Elements must be contiguous within a row and rows must
+        not overlap (no broadcast, zero or negative strides): the kernels
+        read and write every element where these say it is."""
         if len(self.shape) == 1:
             if self.shape[0] > 1 and self.strides[0] != 1:
                 raise ValueError("collmux: %s must be contiguous" % name)
             return 1, self.shape[0], max(self.shape[0], 1)
         if len(self.shape) != 2 or (self.shape[1] > 1 and self.strides[1] != 1):
             raise ValueError("collmux: %s must be 1-D or 2-D with contiguous rows" % name)
+        if self.shape[0] > 1 and self.strides[0] < max(self.shape[1], 1):
+            raise ValueError("collmux: %s's rows overlap (row stride %d for %d columns); pass a copy"
+                             % (name, self.strides[0], self.shape[1]))
         return self.shape[0], self.shape[1], max(self.strides[0], self.shape[1], 1)
 
 
@@ -162,8 +168,16 @@ def gemv_allreduce(comm, a, x, out=None):
     by, my, ldy = Y.rows("out")
     if (by, my) != (batch, m) or Y.dtype != A.dtype:
         raise ValueError("collmux: out must be (%d, %d) of the inputs' type" % (batch, m))
-    rc = library().collmux_gemv_allreduce(handle, Y.stream, A.dtype, m, k, batch, A.ptr, lda, X.ptr, ldx,
-                                          Y.ptr, ldy)
+    def call():
+        return library().collmux_gemv_allreduce(handle, Y.stream, A.dtype, m, k, batch, A.ptr, lda, X.ptr, ldx,
+                                                Y.ptr, ldy)
+
+    if Y.device is not None:  # PyTorch: the library works on the current device, which must be out's
+        import torch
+        with torch.cuda.device(Y.device):
+            rc = call()
+    else:
+        rc = call()
     if rc != 0:
         raise Error("collmux_gemv_allreduce failed (its reason is on stderr)")
     return out

@@ -91,6 +91,14 @@ static float rounded(double v, int t) /* v rounded to type t, as a float */
 	return t == COLLMUX_FLOAT32 ? f : t == COLLMUX_FLOAT16 ? from_f16(to_f16(f)) : from_bf16(to_bf16(f));
 }
 
+/* the spacing of type t's values next to v */
+static float ulp(float v, int t)
+{
+	int e;
+	frexpf(v == 0 ? 1e-30f : v, &e);
+	return ldexpf(1.f, e - 1 - (t == COLLMUX_FLOAT32 ? 23 : t == COLLMUX_FLOAT16 ? 10 : 7));
+}
+
 /* the input of rank r, element i of A or x (which = 0 or 1) in case c:
  * a multiple of 1/8 in [-1, 1], the same on every rank */
 static float value(int c, int r, int which, size_t i)
@@ -162,7 +170,11 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 				ref += part;
 				nref = rounded(nref + rounded(part, t), t);
 			}
-			if (get(hy, (size_t)b * ldy + i, t) != (nccl_form(s.batch) ? nref : rounded(ref, t)) && bad++ < 3)
+			const float got = get(hy, (size_t)b * ldy + i, t);
+			/* NCCL adds 3 or more ranks' rounded partials in its own order:
+			 * then within an ulp per rank of the rank-order sum */
+			const int ok = !nccl_form(s.batch) ? got == rounded(ref, t) : n <= 2 ? got == nref : fabsf(got - nref) <= n * ulp(nref, t);
+			if (!ok && bad++ < 3)
 				fail("case %d (type %d): y[%d][%d] is not the exact sum", c, t, b, i);
 		}
 	/* the same bits on every rank */

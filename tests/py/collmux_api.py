@@ -49,6 +49,10 @@ expect("bad comm", raises(TypeError, lambda: collmux.gemv_allreduce("world", Hos
                                                                     HostPretendingDevice(a[0].copy()))))
 expect("library refuses host memory", raises(collmux.Error, lambda: collmux.gemv_allreduce(
     comm, HostPretendingDevice(a), HostPretendingDevice(np.ones(4, np.float32)), HostPretendingDevice(np.ones(8, np.float32)))))
+overlapping = HostPretendingDevice(np.ones(8, np.float32))
+overlapping.__cuda_array_interface__ = dict(overlapping.__cuda_array_interface__, shape=(4, 8), strides=(0, 4))
+expect("broadcast rows refused", raises(ValueError, lambda: collmux.gemv_allreduce(comm, HostPretendingDevice(a),
+                                                                                   overlapping)))
 expect("MPI goes on", comm.allreduce(1) == comm.size)
 nbad = comm.allreduce(len(bad))
 if comm.rank == 0:

@@ -16,7 +16,8 @@ import collmux
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
-dev = torch.device("cuda", int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")) % torch.cuda.device_count())
+local = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("MPI_LOCALRANKID", "0"))  # Open MPI, MPICH
+dev = torch.device("cuda", int(local) % torch.cuda.device_count())
 torch.cuda.set_device(dev)
 bad = []
 
