@@ -22,56 +22,11 @@ static int rank, size, failures;
  * mirrors (D maps a host pointer into its mirror), and copies them back,
  * so the same checks and digests hold for device buffers. */
 #ifdef COLLTEST_CUDA
-#include "../gpu/gpu_common.h"
-#define NTRACK 16
-static struct {
-	char *h, *d;
-	size_t n;
-} track[NTRACK];
-static void *tcalloc(size_t k, size_t sz)
-{
-	size_t n = (k * sz) > 0 ? k * sz : 1;
-	for (int i = 0; i < NTRACK; i++)
-		if (!track[i].h) {
-			track[i].h = calloc(1, n);
-			track[i].n = n;
-			if (cudaMalloc((void **)&track[i].d, n) != cudaSuccess) {
-				fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
-				MPI_Abort(MPI_COMM_WORLD, 2);
-			}
-			return track[i].h;
-		}
-	fprintf(stderr, "colltest: too many live buffers\n");
-	MPI_Abort(MPI_COMM_WORLD, 2);
-	return NULL;
-}
-static void tfree(void *p)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (p && track[i].h == p) {
-			free(track[i].h);
-			cudaFree(track[i].d);
-			track[i].h = NULL;
-		}
-}
-static void *D(const void *p)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (track[i].h && (const char *)p >= track[i].h && (const char *)p < track[i].h + track[i].n)
-			return track[i].d + ((const char *)p - track[i].h);
-	return (void *)p; /* MPI_IN_PLACE, NULL */
-}
-static void copy_all(int to_device)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (track[i].h)
-			cudaMemcpy(to_device ? (void *)track[i].d : track[i].h, to_device ? (void *)track[i].h : track[i].d, track[i].n,
-				   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-}
-#define CALL(x) (copy_all(1), (x), copy_all(0))
-#define MALLOC(n) tcalloc(1, (n))
-#define CALLOC(k, n) tcalloc((k), (n))
-#define FREE(p) tfree(p)
+#include "mirror.h"
+#define CALL(x) (mirror_copy(1), (x), mirror_copy(0))
+#define MALLOC(n) mirror_alloc(n)
+#define CALLOC(k, n) mirror_alloc((size_t)(k) * (n))
+#define FREE(p) mirror_free(p)
 #define CHURN_ITERS 12 /* each new communicator sets up NCCL */
 #else
 #define D(p) (p)

@@ -41,54 +41,11 @@ static int rank, size, failures;
  * the same output hold for device buffers. Counts, displacements and
  * datatype arrays stay in host memory, as MPI wants them. */
 #ifdef COLLTEST_CUDA
-#include "../gpu/gpu_common.h"
-#define NTRACK 16
-static struct {
-	char *h, *d;
-	size_t n;
-} track[NTRACK];
-static void *BUF(size_t n)
-{
-	n = n > 0 ? n : 1;
-	for (int i = 0; i < NTRACK; i++)
-		if (!track[i].h) {
-			track[i].h = calloc(1, n);
-			track[i].n = n;
-			if (cudaMalloc((void **)&track[i].d, n) != cudaSuccess) {
-				fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
-				MPI_Abort(MPI_COMM_WORLD, 2);
-			}
-			return track[i].h;
-		}
-	fprintf(stderr, "nbrtest: too many live buffers\n");
-	MPI_Abort(MPI_COMM_WORLD, 2);
-	return NULL;
-}
-static void UNBUF(void *p)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (p && track[i].h == p) {
-			free(track[i].h);
-			cudaFree(track[i].d);
-			track[i].h = NULL;
-		}
-}
-static void *D(const void *p)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (track[i].h && (const char *)p >= track[i].h && (const char *)p < track[i].h + track[i].n)
-			return track[i].d + ((const char *)p - track[i].h);
-	return (void *)p; /* NULL, MPI_IN_PLACE */
-}
-static void copy_all(int to_device)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (track[i].h)
-			cudaMemcpy(to_device ? (void *)track[i].d : track[i].h, to_device ? (void *)track[i].h : track[i].d, track[i].n,
-				   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-}
-#define TO_DEV() copy_all(1)
-#define FROM_DEV() copy_all(0)
+#include "mirror.h"
+#define BUF(n) mirror_alloc(n)
+#define UNBUF(p) mirror_free(p)
+#define TO_DEV() mirror_copy(1)
+#define FROM_DEV() mirror_copy(0)
 #else
 static void *BUF(size_t n) { return calloc(1, n > 0 ? n : 1); }
 #define UNBUF(p) free(p)

@@ -665,10 +665,7 @@ static void test_mixed(void)
 }
 
 /* ---- MPI_THREAD_MULTIPLE ---- */
-#define NTHREAD 2
 #define TITERS 100
-static MPI_Comm tcomm[NTHREAD];
-static uint64_t thash[NTHREAD];
 
 static void *worker(void *arg)
 {
@@ -719,24 +716,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int run_threads(void)
-{
-	for (int t = 0; t < NTHREAD; t++)
-		MPI_Comm_dup(MPI_COMM_WORLD, &tcomm[t]);
-	pthread_t th[NTHREAD];
-	for (int t = 0; t < NTHREAD; t++)
-		pthread_create(&th[t], NULL, worker, (void *)(long)t);
-	for (int t = 0; t < NTHREAD; t++)
-		pthread_join(th[t], NULL);
-	for (int t = 0; t < NTHREAD; t++) {
-		char name[64];
-		snprintf(name, sizeof name, "threads.t%d.%d_exchanges", t, TITERS);
-		report_digest(name, thash[t]);
-		MPI_Comm_free(&tcomm[t]);
-	}
-	return finish("p2ptest", "2 threads, ");
-}
-
 int main(int argc, char **argv)
 {
 #ifdef COLLTEST_CUDA
@@ -764,7 +743,7 @@ int main(int argc, char **argv)
 			MPI_Finalize();
 			return 0;
 		}
-		rc = run_threads();
+		rc = run_threads(worker, TITERS, "exchanges", "p2ptest");
 		MPI_Finalize();
 		return rc;
 	}

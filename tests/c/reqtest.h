@@ -178,4 +178,31 @@ static int finish(const char *prog, const char *extra)
 	fflush(stdout);
 	return total != 0;
 }
+
+/* The MPI_THREAD_MULTIPLE part of nbtest and p2ptest: NTHREAD threads,
+ * thread t running worker((void *)t) on its own duplicate of
+ * MPI_COMM_WORLD, tcomm[t], and leaving the digest of what it received in
+ * thash[t], reported as "threads.t<t>.<iters>_<unit>". */
+#define NTHREAD 2
+static MPI_Comm tcomm[NTHREAD];
+static uint64_t thash[NTHREAD];
+
+static int run_threads(void *(*worker)(void *), int iters, const char *unit, const char *prog)
+{
+	for (int t = 0; t < NTHREAD; t++)
+		MPI_Comm_dup(MPI_COMM_WORLD, &tcomm[t]);
+	pthread_t th[NTHREAD];
+	for (int t = 0; t < NTHREAD; t++)
+		pthread_create(&th[t], NULL, worker, (void *)(long)t);
+	for (int t = 0; t < NTHREAD; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < NTHREAD; t++) {
+		char name[64];
+		snprintf(name, sizeof name, "threads.t%d.%d_%s", t, iters, unit);
+		report_digest(name, thash[t]);
+		MPI_Comm_free(&tcomm[t]);
+	}
+	return finish(prog, "2 threads, ");
+}
+
 #endif
