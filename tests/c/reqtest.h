@@ -37,75 +37,12 @@ static int rank, size, failures;
 	} while (0)
 
 #ifdef COLLTEST_CUDA
-#include "../gpu/gpu_common.h"
-#define NTRACK 256
-static struct {
-	char *h, *d;
-	size_t n;
-} track[NTRACK];
-static pthread_mutex_t track_mu = PTHREAD_MUTEX_INITIALIZER; /* threads allocate too */
-static void *tcalloc(size_t k, size_t sz)
-{
-	size_t n = (k * sz) > 0 ? k * sz : 1;
-	pthread_mutex_lock(&track_mu);
-	for (int i = 0; i < NTRACK; i++)
-		if (!track[i].h) {
-			track[i].h = calloc(1, n);
-			track[i].n = n;
-			if (cudaMalloc((void **)&track[i].d, n) != cudaSuccess) {
-				fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
-				MPI_Abort(MPI_COMM_WORLD, 2);
-			}
-			cudaMemset(track[i].d, 0, n);
-			pthread_mutex_unlock(&track_mu);
-			return track[i].h;
-		}
-	fprintf(stderr, "reqtest: too many live buffers\n");
-	MPI_Abort(MPI_COMM_WORLD, 2);
-	return NULL;
-}
-static void tfree(void *p)
-{
-	pthread_mutex_lock(&track_mu);
-	for (int i = 0; i < NTRACK; i++)
-		if (p && track[i].h == p) {
-			free(track[i].h);
-			cudaFree(track[i].d);
-			track[i].h = NULL;
-		}
-	pthread_mutex_unlock(&track_mu);
-}
-static int tfind(const void *p)
-{
-	for (int i = 0; i < NTRACK; i++)
-		if (track[i].h && (const char *)p >= track[i].h && (const char *)p < track[i].h + track[i].n)
-			return i;
-	return -1;
-}
-static void *D(const void *p)
-{
-	pthread_mutex_lock(&track_mu);
-	int i = tfind(p);
-	void *d = i < 0 ? (void *)p : track[i].d + ((const char *)p - track[i].h); /* MPI_IN_PLACE, NULL, host-only */
-	pthread_mutex_unlock(&track_mu);
-	return d;
-}
-static void tcopy(const void *p, int to_device)
-{
-	pthread_mutex_lock(&track_mu);
-	int i = tfind(p);
-	char *h = i < 0 ? NULL : track[i].h, *d = i < 0 ? NULL : track[i].d;
-	size_t n = i < 0 ? 0 : track[i].n;
-	pthread_mutex_unlock(&track_mu);
-	if (h)
-		CUDA_OK(cudaMemcpy(to_device ? (void *)d : h, to_device ? (void *)h : d, n,
-				   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
-}
-#define TODEV(p) tcopy((p), 1)
-#define TOHOST(p) tcopy((p), 0)
-#define MALLOC(n) tcalloc(1, (n))
-#define CALLOC(k, n) tcalloc((k), (n))
-#define FREE(p) tfree(p)
+#include "mirror.h"
+#define TODEV(p) mirror_copy_one((p), 1)
+#define TOHOST(p) mirror_copy_one((p), 0)
+#define MALLOC(n) mirror_alloc(n)
+#define CALLOC(k, n) mirror_alloc((size_t)(k) * (n))
+#define FREE(p) mirror_free(p)
 #else
 #define D(p) (p)
 #define TODEV(p) ((void)(p))
