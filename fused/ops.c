@@ -3,10 +3,12 @@
 /*
  * ops.c: fused computation + collective operations, collmux's own API
  * (include/collmux.h). An interposer cannot see the GEMV before an
- * MPI_Allreduce, so these are called by name: each runs as one kernel
- * (fused/ops.cu) on the program's stream, with no host thread in the
- * call, that computes this rank's part and pushes it tile by tile into
- * the peers' ops workspaces over NVLink.
+ * MPI_Allreduce, so these are called by name. Each is queued on the
+ * program's stream, with no host thread in the call, in one of the forms
+ * COLLMUX_OPS_ALGO names: collmux's kernels (fused/ops.cu), which compute
+ * this rank's part and push it tile by tile into the peers' ops
+ * workspaces over NVLink; cuBLAS, then collmux's kernel that sums what the
+ * ranks wrote into their workspaces; or cuBLAS, then NCCL.
  *
  * A communicator's ops workspace is separate from its collectives' (the
  * resident kernel's jobs and these kernels run on different streams, in
@@ -30,7 +32,7 @@
 #define OPS_THREADS 256 /* CMX_OPS_THREADS */
 #define OPS_RW 4        /* CMX_OPS_RW */
 #define OPS_FLAGS ((size_t)2 * OPS_TILES * MAX_RANKS * 8)
-#define OPS_MIN (16u << 20) /* a workspace's least size: room for GEMVs to 128 Ki rows x batch 16 on 2 ranks */
+#define OPS_MIN (16u << 20) /* a workspace's least size: room for GEMVs of m x batch to 1 Mi (64 Ki rows at batch 16) on 2 ranks */
 #define OPS_MAX 16
 
 /* Laid out as OpsCall and Gemv in ops.cu. */
