@@ -69,6 +69,12 @@ int cmx_fused_map(struct cmx_comm *c, int ok, size_t bytes, size_t probe, char *
  * the first call; NULL where it cannot be. */
 void *cmx_fused_kernel(const char *name);
 
+/* Why ranks cannot share one node's IPC workspaces, NULL when they can:
+ * n ranks' node names and GPU bus ids, each rank's `stride` bytes after
+ * the previous one's (rows of a set-up's allgather), must name one node
+ * and n GPUs. */
+const char *cmx_fused_placement(const char *host0, const char *bus0, size_t stride, int n);
+
 void cmx_ops_release(struct cmx_comm *c); /* ops.c: c is being freed */
 
 #endif

@@ -252,6 +252,18 @@ int cmx_fused_map(cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer)
 	return mapped;
 }
 
+const char *cmx_fused_placement(const char *host0, const char *bus0, size_t stride, int n)
+{
+	for (int p = 0; p < n; p++) {
+		if (strcmp(host0 + p * stride, host0) != 0)
+			return "the ranks span several nodes";
+		for (int q = 0; q < p; q++)
+			if (strcmp(bus0 + p * stride, bus0 + q * stride) == 0)
+				return "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
+	}
+	return NULL;
+}
+
 /* A new workspace for c, mapped by every rank and proven by a real
  * transfer; id is the same on every rank. */
 static void create(cmx_comm *c, uint64_t id)
@@ -296,17 +308,13 @@ static void setup(cmx_comm *c, const void *buf)
 	const char *why = NULL;
 	if (!all || !table || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
 		why = "its set-up could not gather the ranks' facts";
-	for (int p = 0; p < c->size && !why; p++) {
+	for (int p = 0; p < c->size && !why; p++)
 		if (!all[p].ok)
 			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank";
-		else if (strcmp(all[p].host, all[0].host) != 0)
-			why = "the ranks span several nodes";
 		else if (all[p].algo != all[0].algo)
 			why = "the ranks' COLLMUX_FUSED_ALGO differ";
-		for (int q = 0; q < p && !why; q++)
-			if (strcmp(all[p].bus, all[q].bus) == 0)
-				why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
-	}
+	if (!why)
+		why = cmx_fused_placement(all[0].host, all[0].bus, sizeof *all, c->size);
 	uint64_t id = 0, new_id = why ? 0 : all[0].new_id;
 	int old[MAX_RANKS];
 	uint32_t seq = 0;

@@ -141,14 +141,11 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
 			else if (!all[p].room)
 				why = "some rank made as many ops workspaces as a process may (16)";
-			else if (strcmp(all[p].host, all[0].host) != 0)
-				why = "its ranks span several nodes";
 			else if (all[p].algo != all[0].algo)
 				why = "the ranks' COLLMUX_OPS_ALGO differ";
-			for (int q = 0; q < p && !why; q++)
-				if (strcmp(all[p].bus, all[q].bus) == 0)
-					why = "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
 		}
+		if (!why)
+			why = cmx_fused_placement(all[0].host, all[0].bus, sizeof *all, c->size);
 		free(all);
 		if (!why && !(o = calloc(1, sizeof *o)))
 			why = "out of memory";

@@ -193,8 +193,10 @@ func TestModuleLoadedLocally(t *testing.T) {
 	}
 }
 
-// mpi4py (Debian's, built for Open MPI) with NumPy arrays.
-func TestMPI4PyNumPy(t *testing.T) {
+// debianMPI4Py is Debian's Python with its mpi4py and NumPy, and the MPI
+// that mpi4py is built for (Open MPI); the test says "skipped" without them.
+func debianMPI4Py(t *testing.T) (string, mpiImpl) {
+	t.Helper()
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import mpi4py.MPI, numpy").Run(); err != nil {
 		t.Skip("skipped: /usr/bin/python3 has no mpi4py or numpy")
@@ -203,6 +205,12 @@ func TestMPI4PyNumPy(t *testing.T) {
 	if _, err := exec.LookPath(m.mpirun); err != nil {
 		t.Skip("skipped: mpi4py is built for Open MPI, which is not installed")
 	}
+	return py, m
+}
+
+// mpi4py (Debian's, built for Open MPI) with NumPy arrays.
+func TestMPI4PyNumPy(t *testing.T) {
+	py, m := debianMPI4Py(t)
 	env, statsFile := preloaded(t)
 	out, errs, err := run(t, m, 2, env, py, repoRoot()+"/tests/py/mpi4py_numpy.py")
 	if err != nil || !strings.Contains(out, "mpi4py_numpy: 2 ranks, 0 failures") {
@@ -352,14 +360,7 @@ func TestFortranPointToPointDevice(t *testing.T) {
 // and raises collmux.Error where the library refuses a call, with MPI
 // going on. Its operations run on the GPU machine (tests/py/fusedops_torch.py).
 func TestPythonPackage(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import mpi4py.MPI, numpy").Run(); err != nil {
-		t.Skip("skipped: /usr/bin/python3 has no mpi4py or numpy")
-	}
-	m := mpiImpl{"openmpi", "mpicc.openmpi", "mpirun.openmpi", nil}
-	if _, err := exec.LookPath(m.mpirun); err != nil {
-		t.Skip("skipped: mpi4py is built for Open MPI, which is not installed")
-	}
+	py, m := debianMPI4Py(t)
 	env, _ := preloaded(t, "PYTHONPATH", filepath.Join(repoRoot(), "python"))
 	out, errs, err := run(t, m, 2, env, py, filepath.Join(repoRoot(), "tests", "py", "collmux_api.py"), projectVersion(t))
 	if err != nil || !strings.Contains(out, "collmux_api: 2 ranks, 0 failures") {
