@@ -139,7 +139,7 @@ func TestSourceLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pair := range [][2]string{{"#define CMX_OPS_TILES 4096", "#define OPS_TILES 4096"}, {"#define CMX_OPS_THREADS 256", "#define OPS_THREADS 256"},
-		{"#define CMX_OPS_RW 4", "#define OPS_RW 4"}} {
+		{"#define CMX_OPS_RW 4", "#define OPS_RW 4"}, {"#define CMX_OPS_EMB_TABLES 128", "#define OPS_EMB_TABLES 128"}} {
 		if !strings.Contains(ops, pair[0]) || !strings.Contains(string(o), pair[1]) {
 			t.Errorf("ops.cu and fused/ops.c disagree on %q", pair[0])
 		}

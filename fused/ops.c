@@ -415,3 +415,74 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	}
 	return 0;
 }
+
+#define OPS_EMB_TABLES 128 /* CMX_OPS_EMB_TABLES in ops.cu */
+
+CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int dim, long long batch, int tables,
+					  int table_first, int tables_total, const void *weights, const long long *rows,
+					  const long long *offsets, const long long *indices, void *out)
+{
+	static const char fn[] = "collmux_embedding_alltoall";
+	static const int esize[] = {4, 2, 2};
+	static void *pool_k[3], *land_k;
+	static const char *names[3] = {"f32", "f16", "bf16"};
+	if (dtype < 0 || dtype > 2)
+		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables < 0 || tables > OPS_EMB_TABLES ||
+	    table_first < 0 || tables_total < 1 || table_first + tables > tables_total || (tables && !rows))
+		return fail(fn, NULL, "needs a pooling mode, dim >= 1, batch >= 0, 0 <= tables <= 128 and 0 <= table_first, "
+				      "table_first + tables <= tables_total");
+	for (int t = 0; t < tables; t++)
+		if (rows[t] < 0 || rows[t + 1] < rows[t])
+			return fail(fn, NULL, "rows must be tables + 1 row offsets into the weights, non-decreasing from 0 or more");
+	cmx_comm *c = comm_of(fn, comm);
+	if (!c)
+		return -1;
+	if (cmx_cuda_capturing(stream))
+		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	const int n = c->size, me = c->rank;
+	const long long mine = batch * (me + 1) / n - batch * me / n, most = (batch + n - 1) / n;
+	const size_t es = (size_t)esize[dtype];
+	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
+	const int args = (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
+	const char *why = ready(c, out ? out : weights, OPS_FLAGS + 2 * (data + 256), args);
+	if (why)
+		return fail(fn, c, why);
+	struct cmx_ops *o = c->ops;
+	char name[32];
+	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
+	void *fpool = kernel(name, &pool_k[dtype]), *fland = kernel("cmx_emb_land", &land_k);
+	if (!fpool || !fland)
+		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+	struct {
+		const void *w;
+		const long long *offsets, *indices;
+		long long batch;
+		int dim, tables, table_first, tables_total, mean;
+		long long rows[OPS_EMB_TABLES + 1];
+	} E = {weights, offsets, indices, batch, dim, tables, table_first, tables_total, mode == COLLMUX_POOL_MEAN, {0}}; /* Emb in ops.cu */
+	if (tables)
+		memcpy(E.rows, rows, (size_t)(tables + 1) * sizeof *rows);
+	struct {
+		void *out;
+		uint64_t bytes;
+	} L = {out, (uint64_t)mine * (uint64_t)tables_total * (uint64_t)dim * es}; /* Land in ops.cu */
+	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
+	ops_call_t O;
+	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
+		return fail(fn, c, "could not order the call after the communicator's last operation");
+	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = OPS_THREADS / 32;
+	const uint64_t lblocks = (L.bytes + (uint64_t)OPS_THREADS * 16 - 1) / ((uint64_t)OPS_THREADS * 16);
+	const unsigned lgrid = (unsigned)(lblocks < 1 ? 1 : lblocks < 2u * (unsigned)o->sms ? lblocks : 2u * (unsigned)o->sms);
+	void *pargs[] = {&O, &E}, *largs[] = {&O, &L};
+	const int ok = (!bags || (bags + warps - 1) / warps < 0x7fffffffu) &&
+		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), OPS_THREADS, stream, pargs)) &&
+		       cmx_cuda_launch(fland, lgrid, OPS_THREADS, stream, largs) && end(o, stream);
+	if (!ok) {
+		char msg[96];
+		c->ops_state = -1;
+		snprintf(msg, sizeof msg, "the kernels could not be queued (CUDA error %d)", cmx_cuda_last_error());
+		return fail(fn, c, msg);
+	}
+	return 0;
+}

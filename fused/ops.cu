@@ -27,6 +27,7 @@
 #define CMX_OPS_TILES 4096
 #define CMX_OPS_THREADS 256 // 8 warps a block
 #define CMX_OPS_RW 4        // the most rows a warp computes in one tile
+#define CMX_OPS_EMB_TABLES 128 // the most tables a rank owns in one embedding call
 
 CMX_LD(ld_acquire64, u64, "ld.acquire.sys.global.u64", "l")
 CMX_ST(st_release64, u64, "st.release.sys.global.u64", "l")
@@ -306,3 +307,97 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_bf16(c
 CMX_GEMV_NB(float, f32)
 CMX_GEMV_NB(f16, f16)
 CMX_GEMV_NB(bf16, bf16)
+
+// ---- embedding pooling + all-to-all (DLRM's model-parallel embeddings) ----
+//
+// This rank owns `tables` of the job's tables_total (global numbers from
+// table_first on), every sample of the global batch looks each of them up
+// (bags in CSR: bag (t, s) is indices[offsets[t * batch + s] ...
+// offsets[t * batch + s + 1]), rows of table t), and rank q owns the samples
+// from batch * q / n on. A warp pools one bag in fp32 (sum, or mean over
+// its length) and writes it, rounded once, straight into the data half of
+// the rank that owns the sample, where it sits as in that rank's output:
+// [sample][global table][dim]. The next kernel (emb_land) tells the peers
+// and copies what they sent into the output.
+struct Emb {
+	const void *w; // rows x dim, the tables one after the other
+	const long long *offsets, *indices;
+	long long batch;
+	int dim, tables, table_first, tables_total, mean;
+	long long rows[CMX_OPS_EMB_TABLES + 1]; // table t: rows[t] ... rows[t + 1] - 1 of w
+};
+
+__device__ __forceinline__ long long emb_first(long long batch, int n, int q) { return batch * q / n; }
+
+template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O, const Emb &E)
+{
+	const int lane = threadIdx.x & 31;
+	const long long bag = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (bag >= (long long)E.tables * E.batch)
+		return;
+	const int t = (int)(bag / E.batch);
+	const long long s = bag % E.batch;
+	int q = (int)(s * O.n / E.batch); // the sample's owner: the q with first(q) <= s < first(q + 1)
+	while (q + 1 < O.n && emb_first(E.batch, O.n, q + 1) <= s)
+		q++;
+	while (q > 0 && emb_first(E.batch, O.n, q) > s)
+		q--;
+	const long long lo = E.offsets[bag], hi = E.offsets[bag + 1], nrows = E.rows[t + 1] - E.rows[t];
+	const T *w = (const T *)E.w + E.rows[t] * E.dim;
+	T *dst = (T *)(O.ws[q] + O.data) + ((s - emb_first(E.batch, O.n, q)) * E.tables_total + E.table_first + t) * E.dim;
+	for (int d0 = 0; d0 < E.dim; d0 += 32 * 4) { // four elements a lane per pass
+		float acc[4] = {0.f, 0.f, 0.f, 0.f};
+		for (long long i = lo; i < hi; i++) {
+			const long long r = __ldg(E.indices + i);
+			if (r < 0 || r >= nrows) { // as EmbeddingBag refuses it; reported, the row left out
+				if (lane == 0 && d0 == 0 && !(atomicOr(O.err, 1u << 17) & (1u << 17)))
+					printf("collmux: collmux_embedding_alltoall on rank %d: index %lld out of range for table %d (%lld rows)\n",
+					       O.me, r, E.table_first + t, nrows);
+				continue;
+			}
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				const int d = d0 + lane * 4 + k;
+				if (d < E.dim)
+					acc[k] += tof(w[r * E.dim + d]);
+			}
+		}
+		const float scale = E.mean && hi > lo ? (float)(hi - lo) : 1.f;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			const int d = d0 + lane * 4 + k;
+			if (d < E.dim)
+				dst[d] = fromf(E.mean ? acc[k] / scale : acc[k], T());
+		}
+	}
+}
+
+// Raises this rank's flag at every peer once its pooling kernel, the one
+// before on the stream, has written everything (block 0, so that every
+// block of every rank can wait: the grid is never larger than the GPU
+// holds at once), waits for every rank's, then copies the data half into
+// the output (bytes of it).
+struct Land {
+	void *out;
+	u64 bytes;
+};
+__device__ __forceinline__ void emb_land(const OpsCall &O, const Land &L)
+{
+	if (blockIdx.x == 0)
+		ops_raise(O, 0);
+	if (!ops_wait(O, 0))
+		return;
+	const char *in = O.ws[O.me] + O.data;
+	char *out = (char *)L.out;
+	for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) * 16; i < L.bytes; i += (u64)gridDim.x * blockDim.x * 16)
+		if (i + 16 <= L.bytes && (((u64)out | i) & 15) == 0)
+			*(uint4 *)(out + i) = __ldcg((const uint4 *)(in + i));
+		else
+			for (u64 j = i; j < i + 16 && j < L.bytes; j++)
+				out[j] = in[j];
+}
+
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<f16>(O, E); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<bf16>(O, E); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_land(const __grid_constant__ OpsCall O, const __grid_constant__ Land L) { emb_land(O, L); }

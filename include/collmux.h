@@ -77,6 +77,27 @@ enum { COLLMUX_FLOAT32 = 0, COLLMUX_FLOAT16 = 1, COLLMUX_BFLOAT16 = 2 };
 int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
 			   const void *x, long long ldx, void *y, long long ldy);
 
+/* Pooling modes of collmux_embedding_alltoall, as torch.nn.EmbeddingBag's. */
+enum { COLLMUX_POOL_SUM = 0, COLLMUX_POOL_MEAN = 1 };
+
+/* Embedding pooling + all-to-all, DLRM's model-parallel embeddings. This
+ * rank owns `tables` of the job's tables_total embedding tables (global
+ * numbers table_first on; at most 128 a rank), stored one after the other
+ * in weights (row-major, dim columns; table t is rows rows[t] to
+ * rows[t + 1] - 1, a host array of tables + 1 offsets). Every sample of
+ * the global batch looks up each of its tables: bag (t, s) is
+ * indices[offsets[t * batch + s]] to indices[offsets[t * batch + s + 1] - 1]
+ * (device arrays of int64, rows of table t, as EmbeddingBag's offsets and
+ * indices per table), pooled in fp32 by sum or mean, rounded once to
+ * dtype. Rank q owns samples batch * q / n to batch * (q + 1) / n - 1 and
+ * gets out: (its samples) x tables_total x dim, row-major, the pooled
+ * vectors of every rank's tables for its samples, written by the owner of
+ * each table as soon as it has pooled them. An index out of its table's
+ * range is left out and reported. */
+int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int dim, long long batch, int tables, int table_first,
+			       int tables_total, const void *weights, const long long *rows, const long long *offsets,
+			       const long long *indices, void *out);
+
 #ifdef __cplusplus
 }
 #endif

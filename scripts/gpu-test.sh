@@ -61,6 +61,7 @@ mpicc -I$CUDA/include -o $B/overlaptest tests/c/overlaptest.c -L$CUDA/lib64 -lcu
 mpicc -O2 -I$CUDA/include -o $B/overlap bench/overlap.c -L$CUDA/lib64 -lcudart -ldl
 mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
+mpicc -O2 -I$CUDA/include -o $B/embedding_bench bench/embedding.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
@@ -349,6 +350,8 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
     timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/fusedops_bench ${OPS_MAX:-28672} d d:auto | tail -n +2
   } > "$OUT/fusedops.csv" 2> $B/fob.err || tail -20 $B/fob.err
   cat "$OUT/fusedops.csv"
+  timeout 300 mpirun -np "$NGPU" "${X[@]}" $B/embedding_bench ${EMB_BATCH:-16384} > "$OUT/embedding.csv" 2> $B/emb.err || tail -20 $B/emb.err
+  cat "$OUT/embedding.csv"
 fi
 if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "${BENCH:-1}" != ops ] && [ "$NGPU" -ge 2 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&

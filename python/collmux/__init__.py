@@ -30,7 +30,8 @@ import ctypes
 import os
 import sys
 
-__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "gemv_allreduce", "library", "register_torch_ops", "version"]
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemv_allreduce", "library", "register_torch_ops",
+           "version"]
 
 # Element types, as in collmux.h.
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
@@ -57,6 +58,11 @@ def library():
     f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                   ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p,
                   ctypes.c_longlong]
+    e = lib.collmux_embedding_alltoall
+    e.restype = ctypes.c_int
+    e.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_int,
+                  ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p,
+                  ctypes.c_void_p, ctypes.c_void_p]
     _lib = lib
     return lib
 
@@ -180,6 +186,46 @@ def gemv_allreduce(comm, a, x, out=None):
         rc = call()
     if rc != 0:
         raise Error("collmux_gemv_allreduce failed (its reason is on stderr)")
+    return out
+
+
+def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode="sum", out=None):
+    """DLRM's model-parallel embedding stage in one operation (PyTorch).
+
+    weights: this rank's tables one after the other, (sum of rows, dim);
+    rows: tables + 1 row offsets into weights (a list); offsets, indices:
+    int64 CUDA tensors in EmbeddingBag's form, table after table (bag (t, s)
+    is indices[offsets[t * batch + s]:offsets[t * batch + s + 1]]); batch:
+    the global batch; this rank's tables are table_first on of
+    tables_total. Returns (or fills) out, (this rank's samples,
+    tables_total, dim): rank q's samples are batch * q // n onwards."""
+    import torch
+    handle = _handle(comm)
+    n, me = (comm.size, comm.rank) if hasattr(comm, "size") else (None, None)
+    if n is None:
+        raise TypeError("collmux: embedding_alltoall needs the mpi4py communicator (its size and rank)")
+    W = _Array(weights, "weights")
+    if len(W.shape) != 2 or W.strides != (W.shape[1], 1):
+        raise ValueError("collmux: weights must be a contiguous (rows, dim) tensor")
+    for name, t in (("offsets", offsets), ("indices", indices)):
+        if not (isinstance(t, torch.Tensor) and t.is_cuda and t.dtype == torch.int64 and t.is_contiguous()):
+            raise ValueError("collmux: %s must be a contiguous int64 CUDA tensor" % name)
+    tables = len(rows) - 1
+    if offsets.numel() != tables * batch + 1:
+        raise ValueError("collmux: offsets must hold tables * batch + 1 entries")
+    mine = batch * (me + 1) // n - batch * me // n
+    if out is None:
+        out = weights.new_empty((mine, tables_total, W.shape[1]))
+    if tuple(out.shape) != (mine, tables_total, W.shape[1]) or not out.is_contiguous() or out.dtype != weights.dtype:
+        raise ValueError("collmux: out must be a contiguous (%d, %d, %d) tensor of the weights' type" % (mine, tables_total, W.shape[1]))
+    arr = (ctypes.c_longlong * len(rows))(*rows)
+    mode_id = {"sum": 0, "mean": 1}[mode]
+    with torch.cuda.device(weights.device):
+        rc = library().collmux_embedding_alltoall(handle, W.stream, W.dtype, mode_id, W.shape[1], batch, tables, table_first,
+                                                  tables_total, W.ptr, arr, offsets.data_ptr(), indices.data_ptr(),
+                                                  out.data_ptr() if out.numel() else None)
+    if rc != 0:
+        raise Error("collmux_embedding_alltoall failed (its reason is on stderr)")
     return out
 
 

@@ -24,6 +24,8 @@
 
 static int rank, size, failures;
 static int (*gemv_ar)(int, void *, int, int, int, int, const void *, long long, const void *, long long, void *, long long);
+static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, const void *, const long long *, const long long *,
+		      const long long *, void *);
 
 static void fail(const char *fmt, int a, int b, int c, int d) /* fmt: up to four %d */
 {
@@ -124,6 +126,78 @@ typedef struct {
 	int kstep;
 } shape;
 
+/* An embedding case: tables_total tables of `rows0 + t` rows, dealt to
+ * the ranks round the table numbers (rank r owns table_first(r) ...),
+ * bags of (t + s) % maxlen lookups (empty ones too), every value a
+ * multiple of 1/8: the pooled sums are exact in fp32, and a mean is that
+ * sum divided in fp32, so every rank's output must equal the host's bit
+ * for bit. */
+static void emb(MPI_Comm comm, int c, int t, int mode, int dim, long long batch, int total, int maxlen, cudaStream_t stream)
+{
+	int me, n;
+	MPI_Comm_rank(comm, &me);
+	MPI_Comm_size(comm, &n);
+	const int first = total * me / n, mine = total * (me + 1) / n - first, rows0 = 37;
+	const size_t es = (size_t)esize[t];
+	long long rows[130] = {0};
+	for (int k = 0; k < mine; k++)
+		rows[k + 1] = rows[k] + rows0 + first + k;
+	long long *off = calloc((size_t)mine * batch + 1, sizeof *off), nnz = 0;
+	for (int k = 0; k < mine; k++)
+		for (long long s = 0; s < batch; s++)
+			off[k * batch + s + 1] = nnz += (first + k + s) % maxlen;
+	long long *idx = calloc((size_t)nnz + 1, sizeof *idx);
+	for (int k = 0; k < mine; k++)
+		for (long long s = 0; s < batch; s++)
+			for (long long i = off[k * batch + s]; i < off[k * batch + s + 1]; i++)
+				idx[i] = (long long)((uint64_t)(i * 7919 + s) % (uint64_t)(rows0 + first + k));
+	void *hw = calloc((size_t)rows[mine] * dim + 1, es);
+	for (int k = 0; k < mine; k++)
+		for (long long r = 0; r < rows[k + 1] - rows[k]; r++)
+			for (int d = 0; d < dim; d++)
+				put(hw, (size_t)((rows[k] + r) * dim + d), t, value(c, first + k, (int)(r & 1), (size_t)(r * dim + d)));
+	const long long b0 = batch * me / n, bn = batch * (me + 1) / n - b0;
+	void *dw, *doff, *didx, *dout;
+	CUDA_OK(cudaMalloc(&dw, (size_t)rows[mine] * dim * es + 16));
+	CUDA_OK(cudaMalloc(&doff, ((size_t)mine * batch + 1) * 8));
+	CUDA_OK(cudaMalloc(&didx, ((size_t)nnz + 1) * 8));
+	CUDA_OK(cudaMalloc(&dout, (size_t)bn * total * dim * es + 16));
+	CUDA_OK(cudaMemcpy(dw, hw, (size_t)rows[mine] * dim * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(doff, off, ((size_t)mine * batch + 1) * 8, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(didx, idx, ((size_t)nnz + 1) * 8, cudaMemcpyHostToDevice));
+	int rc = emb_a2a(MPI_Comm_c2f(comm), stream, t, mode, dim, batch, mine, first, total, dw, rows, doff, didx, dout);
+	if (rc != 0)
+		fail("embedding case %d (type %d): returned %d", c, t, rc, 0);
+	CUDA_OK(cudaStreamSynchronize(stream));
+	void *hout = calloc((size_t)bn * total * dim + 1, es);
+	CUDA_OK(cudaMemcpy(hout, dout, (size_t)bn * total * dim * es, cudaMemcpyDeviceToHost));
+	int bad = 0;
+	for (long long s = b0; s < b0 + bn && rc == 0; s++)
+		for (int tg = 0; tg < total; tg++) {
+			/* table tg's owner, and its rows and bags as that rank made them */
+			int p = 0;
+			while (total * (p + 1) / n <= tg)
+				p++;
+			const int pf = total * p / n, k = tg - pf, len = (int)((tg + s) % maxlen), nr = rows0 + tg;
+			long long start = 0; /* bag (k, s)'s first index on rank p */
+			for (int kk = 0; kk <= k; kk++)
+				for (long long ss = 0; ss < batch && !(kk == k && ss == s); ss++)
+					start += (pf + kk + ss) % maxlen;
+			for (int d = 0; d < dim; d++) {
+				float sum = 0;
+				for (int i = 0; i < len; i++) {
+					const long long r = (long long)((uint64_t)((start + i) * 7919 + s) % (uint64_t)nr);
+					sum += value(c, tg, (int)(r & 1), (size_t)(r * dim + d));
+				}
+				const float want = rounded(mode == COLLMUX_POOL_MEAN && len ? sum / (float)len : sum, t);
+				if (get(hout, (size_t)(((s - b0) * total + tg) * dim + d), t) != want && bad++ < 3)
+					fail("embedding case %d (type %d): sample %d table %d is not the host's pooling", c, t, (int)s, tg);
+			}
+		}
+	cudaFree(dw), cudaFree(doff), cudaFree(didx), cudaFree(dout);
+	free(off), free(idx), free(hw), free(hout);
+}
+
 /* One case on comm: every rank's inputs made, the call made `reps`
  * times, alternating between two streams with no host synchronisation
  * between them, then the result checked against the exact reference and
@@ -200,6 +274,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fusedops: collmux_gemv_allreduce not found: preload libcollmux.so\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
+	*(void **)&emb_a2a = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall");
 	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
 		void *d;
 		CUDA_OK(cudaMalloc(&d, 1 << 16));
@@ -234,6 +309,18 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 8; i++) {
 		shape s = {512 + 64 * i, 256, 1 + i % 4, 0, 0};
 		one(MPI_COMM_WORLD, c++, i % 3, s, st, 25);
+	}
+	/* embedding pooling + all-to-all: every type, both modes, dims that are
+	 * not a multiple of a warp's 128, a batch not divisible by the ranks,
+	 * more tables than ranks and fewer */
+	if (emb_a2a) {
+		emb(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, COLLMUX_POOL_SUM, 16, 10, 3, 5, st[0]);
+		emb(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, COLLMUX_POOL_MEAN, 130, 33, 5, 9, st[1]);
+		emb(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, COLLMUX_POOL_SUM, 64, 257, 1, 4, st[0]);
+		emb(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, COLLMUX_POOL_MEAN, 128, 1000, 26, 21, st[1]);
+		emb(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, COLLMUX_POOL_MEAN, 24, 7, 2, 3, st[0]);
+	} else {
+		fail("collmux_embedding_alltoall not found", 0, 0, 0, 0);
 	}
 	/* the errors promised: every rank gets -1 and nothing is queued */
 	void *d;
