@@ -42,7 +42,7 @@ typedef struct {
 	int n, me;
 	uint32_t seq, shape;
 	uint64_t timeout_ns;
-	uint32_t *err;
+	uint32_t *err, *gone;
 } ops_call_t;
 typedef struct {
 	const void *a, *x;
@@ -58,6 +58,7 @@ struct cmx_ops {
 	uint32_t seq;          /* the last call's number, the same on every rank */
 	volatile uint32_t *err; /* the kernels' reports (ops_call_t.err), host-mapped */
 	void *err_d;
+	void *gone;        /* device word: a block gave up (ops_call_t.gone) */
 	void *last;        /* event: the last call's kernel done */
 	void *last_stream; /* the stream it ran on */
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
@@ -151,11 +152,15 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			why = "out of memory";
 		if (!why && !(o->err = cmx_cuda_mapped(sizeof *o->err, &o->err_d)))
 			why = "no host-mapped memory for the kernels' reports";
+		if (!why && (!(o->gone = cmx_cuda_malloc(sizeof(uint32_t))) || !cmx_cuda_memset(o->gone, 0, sizeof(uint32_t))))
+			why = "no device memory for the kernels' reports";
 		if (!cmx_comm_agree(c, !why) && !why)
 			why = "some rank could not set up";
 		if (why) {
 			if (o && o->err)
 				cmx_cuda_host_free((void *)o->err);
+			if (o && o->gone)
+				cmx_cuda_free(o->gone);
 			free(o);
 			c->ops_state = -1;
 			return why;
@@ -251,6 +256,7 @@ static int begin(struct cmx_ops *o, void *stream, ops_call_t *O, cmx_comm *c, ui
 	O->seq = o->seq, O->shape = shape;
 	O->timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
 	O->err = o->err_d;
+	O->gone = o->gone;
 	return 1;
 }
 

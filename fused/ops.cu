@@ -39,6 +39,11 @@ struct OpsCall {
 	u32 seq, shape; // the call's number and its shape's digest, in every flag
 	u64 timeout_ns;
 	u32 *err; // host-mapped: bit p, rank p did not arrive in time; bit 16, shapes differ
+	// device memory, set with err: a waiting block polls this one, as a
+	// read of host-mapped memory crosses PCIe and concurrent ones queue
+	// (one each per block made a 16-tile sum wait 9 us, a 264-block one
+	// 200 us)
+	u32 *gone;
 };
 
 __device__ __forceinline__ u64 *ops_flag(const OpsCall &O, int p, u32 tile, int src)
@@ -71,7 +76,7 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 		u64 t0 = 0, v;
 		for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++) {
 			if ((spins & 1023) == 0) {
-				if (ld_relaxed(O.err)) { // another block gave up on a peer: so does this one, at once
+				if (ld_relaxed(O.gone)) { // another block gave up on a peer: so does this one, at once
 					bad = 1;
 					break;
 				}
@@ -79,6 +84,7 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 				if (!t0)
 					t0 = now;
 				else if (now - t0 > O.timeout_ns) {
+					atomicOr(O.gone, 1u);
 					if (!(atomicOr(O.err, 1u << p) & (1u << p)))
 						printf("collmux: a fused operation on rank %d: rank %d did not arrive within COLLMUX_TIMEOUT; its "
 						       "result is not valid\n",
@@ -89,6 +95,7 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 			}
 		}
 		if (!bad && (u32)(v >> 32) != O.shape) {
+			atomicOr(O.gone, 1u);
 			if (!(atomicOr(O.err, 1u << 16) & (1u << 16)))
 				printf("collmux: a fused operation on rank %d: rank %d called it with another shape or type; its result is "
 				       "not valid\n",

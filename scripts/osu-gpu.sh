@@ -17,6 +17,7 @@ CUDA=${CUDA:-/usr/local/cuda}
 LIB=$PWD/build/libcollmux.so
 NP=${NP:-$(nvidia-smi -L | wc -l)}
 MAX=${OSU_MAX:-16777216}
+# OSU_ITERS, OSU_WARMUP: osu's -i and -x (200 and 20 by default)
 mkdir -p "$OUT"
 B=$(mktemp -d)
 cp -r "$SRC" "$B/osu" && cd "$B/osu" || exit 1
@@ -28,7 +29,7 @@ cd c/mpi/collective/blocking
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 for b in allreduce reduce reduce_scatter allgather alltoall bcast; do
 	for t in default mpi_float; do
-		args=(-d cuda -m "1:$MAX" -i 200 -x 20)
+		args=(-d cuda -m "1:$MAX" -i "${OSU_ITERS:-200}" -x "${OSU_WARMUP:-20}")
 		[ "$t" = default ] || args+=(-T "$t")
 		timeout 300 mpirun --oversubscribe -np "$NP" -x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE \
 			-x COLLMUX_STATS="$OUT/osu_$b.$t.json" ./osu_$b "${args[@]}" > "$OUT/osu_$b.$t.txt" 2>&1 ||
