@@ -463,16 +463,20 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 	struct {
 		const void *w;
 		const long long *offsets, *indices;
+		void *out;
 		long long batch;
 		int dim, tables, table_first, tables_total, mean;
+		_Bool vec;
 		long long rows[OPS_EMB_TABLES + 1];
-	} E = {weights, offsets, indices, batch, dim, tables, table_first, tables_total, mode == COLLMUX_POOL_MEAN, {0}}; /* Emb in ops.cu */
+	} E = {weights, offsets, indices, out, batch, dim, tables, table_first, tables_total, mode == COLLMUX_POOL_MEAN,
+	       dim % 4 == 0 && (uintptr_t)weights % (4 * es) == 0 && (uintptr_t)out % (4 * es) == 0, {0}}; /* Emb in ops.cu */
 	if (tables)
 		memcpy(E.rows, rows, (size_t)(tables + 1) * sizeof *rows);
+	const uint64_t row = (uint64_t)tables_total * (uint64_t)dim * es; /* one sample of the output */
 	struct {
 		void *out;
-		uint64_t bytes;
-	} L = {out, (uint64_t)mine * (uint64_t)tables_total * (uint64_t)dim * es}; /* Land in ops.cu */
+		uint64_t bytes, row, skip_lo, skip_hi;
+	} L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es}; /* Land in ops.cu */
 	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))

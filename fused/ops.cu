@@ -322,22 +322,35 @@ CMX_GEMV_NB(bf16, bf16)
 // (bags in CSR: bag (t, s) is indices[offsets[t * batch + s] ...
 // offsets[t * batch + s + 1]), rows of table t), and rank q owns the samples
 // from batch * q / n on. A warp pools one bag in fp32 (sum, or mean over
-// its length) and writes it, rounded once, straight into the data half of
-// the rank that owns the sample, where it sits as in that rank's output:
-// [sample][global table][dim]. The next kernel (emb_land) tells the peers
-// and copies what they sent into the output.
+// its length) and writes it, rounded once, where its owner's output wants
+// it, [sample][global table][dim]: straight into the output when the
+// sample is this rank's, else into the owner's data half, laid out as
+// that output. The next kernel (emb_land) tells the peers and copies what
+// they sent into the output, around the columns this rank wrote itself.
 struct Emb {
 	const void *w; // rows x dim, the tables one after the other
 	const long long *offsets, *indices;
+	void *out;
 	long long batch;
 	int dim, tables, table_first, tables_total, mean;
+	bool vec; // dim a multiple of 4, w and out aligned to four elements: vector loads and stores
 	long long rows[CMX_OPS_EMB_TABLES + 1]; // table t: rows[t] ... rows[t + 1] - 1 of w
 };
 
 __device__ __forceinline__ long long emb_first(long long batch, int n, int q) { return batch * q / n; }
 
+// Four consecutive elements in one access: 16 bytes of fp32, 8 of a
+// 16-bit type (a warp, 512 or 256 contiguous bytes of a row).
+template <typename T> struct Four {
+	typedef uint2 v;
+};
+template <> struct Four<float> {
+	typedef uint4 v;
+};
+
 template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O, const Emb &E)
 {
+	typedef typename Four<T>::v V;
 	const int lane = threadIdx.x & 31;
 	const long long bag = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (bag >= (long long)E.tables * E.batch)
@@ -351,9 +364,15 @@ template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O,
 		q--;
 	const long long lo = E.offsets[bag], hi = E.offsets[bag + 1], nrows = E.rows[t + 1] - E.rows[t];
 	const T *w = (const T *)E.w + E.rows[t] * E.dim;
-	T *dst = (T *)(O.ws[q] + O.data) + ((s - emb_first(E.batch, O.n, q)) * E.tables_total + E.table_first + t) * E.dim;
+	T *dst = (T *)(q == O.me ? (char *)E.out : O.ws[q] + O.data) +
+		 ((s - emb_first(E.batch, O.n, q)) * E.tables_total + E.table_first + t) * E.dim;
 	for (int d0 = 0; d0 < E.dim; d0 += 32 * 4) { // four elements a lane per pass
+		const int d = d0 + lane * 4;
 		float acc[4] = {0.f, 0.f, 0.f, 0.f};
+		union {
+			V v;
+			T e[4];
+		} u;
 		for (long long i = lo; i < hi; i++) {
 			const long long r = __ldg(E.indices + i);
 			if (r < 0 || r >= nrows) { // as EmbeddingBag refuses it; reported, the row left out
@@ -362,20 +381,31 @@ template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O,
 					       O.me, r, E.table_first + t, nrows);
 				continue;
 			}
+			if (E.vec) {
+				if (d < E.dim) {
+					u.v = __ldg((const V *)(w + r * E.dim + d));
 #pragma unroll
-			for (int k = 0; k < 4; k++) {
-				const int d = d0 + lane * 4 + k;
-				if (d < E.dim)
-					acc[k] += tof(w[r * E.dim + d]);
-			}
+					for (int k = 0; k < 4; k++)
+						acc[k] += tof(u.e[k]);
+				}
+			} else
+#pragma unroll
+				for (int k = 0; k < 4; k++)
+					if (d + k < E.dim)
+						acc[k] += tof(w[r * E.dim + d + k]);
 		}
 		const float scale = E.mean && hi > lo ? (float)(hi - lo) : 1.f;
 #pragma unroll
-		for (int k = 0; k < 4; k++) {
-			const int d = d0 + lane * 4 + k;
+		for (int k = 0; k < 4; k++)
+			u.e[k] = fromf(E.mean ? acc[k] / scale : acc[k], T());
+		if (E.vec) {
 			if (d < E.dim)
-				dst[d] = fromf(E.mean ? acc[k] / scale : acc[k], T());
-		}
+				*(V *)(dst + d) = u.v;
+		} else
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				if (d + k < E.dim)
+					dst[d + k] = u.e[k];
 	}
 }
 
@@ -383,10 +413,11 @@ template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O,
 // before on the stream, has written everything (block 0, so that every
 // block of every rank can wait: the grid is never larger than the GPU
 // holds at once), waits for every rank's, then copies the data half into
-// the output (bytes of it).
+// the output (bytes of it, rows of `row` bytes), all but the columns
+// [skip_lo, skip_hi) of each row, which the pooling wrote there itself.
 struct Land {
 	void *out;
-	u64 bytes;
+	u64 bytes, row, skip_lo, skip_hi;
 };
 __device__ __forceinline__ void emb_land(const OpsCall &O, const Land &L)
 {
@@ -396,12 +427,18 @@ __device__ __forceinline__ void emb_land(const OpsCall &O, const Land &L)
 		return;
 	const char *in = O.ws[O.me] + O.data;
 	char *out = (char *)L.out;
+	const bool vec = (((u64)out | L.row | L.skip_lo | L.skip_hi) & 15) == 0;
 	for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) * 16; i < L.bytes; i += (u64)gridDim.x * blockDim.x * 16)
-		if (i + 16 <= L.bytes && (((u64)out | i) & 15) == 0)
-			*(uint4 *)(out + i) = __ldcg((const uint4 *)(in + i));
-		else
-			for (u64 j = i; j < i + 16 && j < L.bytes; j++)
-				out[j] = in[j];
+		if (vec) { // a unit lies in one row, wholly in or out of the skipped columns
+			const u64 col = i % L.row;
+			if (col < L.skip_lo || col >= L.skip_hi)
+				*(uint4 *)(out + i) = __ldcg((const uint4 *)(in + i));
+		} else
+			for (u64 j = i; j < i + 16 && j < L.bytes; j++) {
+				const u64 col = j % L.row;
+				if (col < L.skip_lo || col >= L.skip_hi)
+					out[j] = in[j];
+			}
 }
 
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }

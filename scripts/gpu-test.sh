@@ -345,11 +345,11 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = overlap ]; } && [ "$NGPU" -ge 2 
 fi
 # BENCH=ops (and BENCH=1): the fused operations against their unfused forms
 if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; then
-  { timeout 300 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=fused $B/fusedops_bench ${OPS_MAX:-28672} ${OPS_CONTENDERS:-adbgn1} d:fused
+  # OPS_BENCH=emb: the embedding benchmark alone
+  [ "${OPS_BENCH:-all}" = emb ] || { { timeout 300 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=fused $B/fusedops_bench ${OPS_MAX:-28672} ${OPS_CONTENDERS:-adbgn1} d:fused
     timeout 200 mpirun -np "$NGPU" "${X[@]}" -x COLLMUX_OPS_ALGO=cublas $B/fusedops_bench ${OPS_MAX:-28672} d1 d:cublas | tail -n +2
     timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/fusedops_bench ${OPS_MAX:-28672} d d:auto | tail -n +2
-  } > "$OUT/fusedops.csv" 2> $B/fob.err || tail -20 $B/fob.err
-  cat "$OUT/fusedops.csv"
+  } > "$OUT/fusedops.csv" 2> $B/fob.err || tail -20 $B/fob.err; cat "$OUT/fusedops.csv"; }
   # DLRM-like bags of 20-80 lookups (pooling-bound), then one-hot ones (Criteo's: the all-to-all weighs most)
   { timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/embedding_bench ${EMB_BATCH:-16384}
     timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/embedding_bench ${EMB_BATCH:-16384} 1 1 | tail -n +2
