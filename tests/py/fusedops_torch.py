@@ -3,7 +3,8 @@ a Megatron-style row-parallel linear layer on PyTorch tensors (bf16, the
 weight sliced by columns as a view, uneven slices), against the full
 product computed on each rank; the same bits on every rank; the same
 operation as torch.ops.collmux.gemv_allreduce, also inside a
-torch.compile graph (fullgraph); and on CuPy arrays. Prints
+torch.compile graph (fullgraph); and on CuPy arrays. collmux.embedding_alltoall
+against torch's EmbeddingBag over all the tables, each rank's samples. Prints
 "fusedops_torch: N ranks, F failures"."""
 import hashlib
 import os
@@ -76,6 +77,33 @@ try:
         expect(f"CuPy float16: {errc:.2e}", errc < 2e-3)
 except ImportError:
     print("fusedops_torch: CuPy skipped", file=sys.stderr)
+
+# embedding pooling + all-to-all: every rank builds the whole job's tables
+# and bags alike (one seed), owns its share of the tables, and must get
+# EmbeddingBag's pooling of every table for its samples
+ge = torch.Generator(device="cpu").manual_seed(11)
+for dtype, mode, dim, batch, ntab in [(torch.float32, "sum", 64, 37, 5), (torch.bfloat16, "mean", 24, 16, 3)]:
+    nrows = [50 + 7 * t for t in range(ntab)]
+    tabs = [torch.randn(r, dim, generator=ge).to(dtype) for r in nrows]
+    lens = [torch.randint(0, 6, (batch,), generator=ge) for _ in range(ntab)]
+    idx = [torch.randint(0, nrows[t], (int(lens[t].sum()),), generator=ge) for t in range(ntab)]
+    t0, t1 = ntab * rank // size, ntab * (rank + 1) // size
+    rows, offs, inds, base = [0], [0], [], 0
+    for t in range(t0, t1):
+        rows.append(rows[-1] + nrows[t])
+        offs += (base + torch.cumsum(lens[t], 0)).tolist()
+        inds.append(idx[t])
+        base += int(lens[t].sum())
+    w = torch.cat(tabs[t0:t1]).to(dev) if t1 > t0 else torch.empty(0, dim, dtype=dtype, device=dev)
+    out = collmux.embedding_alltoall(comm, w, rows, torch.tensor(offs, dtype=torch.int64, device=dev),
+                                     (torch.cat(inds) if inds else torch.empty(0, dtype=torch.int64)).to(dev),
+                                     batch, t0, ntab, mode=mode)
+    s0, s1 = batch * rank // size, batch * (rank + 1) // size
+    ref = torch.stack([torch.nn.functional.embedding_bag(idx[t], tabs[t].float(), torch.cat([torch.zeros(1, dtype=torch.int64),
+                       torch.cumsum(lens[t], 0)[:-1]]), mode=mode) for t in range(ntab)], 1)[s0:s1].to(dtype)
+    torch.cuda.synchronize()
+    err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
+    expect(f"embedding {dtype} {mode}: {err:.2e} from EmbeddingBag", tuple(out.shape) == (s1 - s0, ntab, dim) and err < 1e-2)
 
 nbad = comm.allreduce(len(bad))
 if rank == 0:
