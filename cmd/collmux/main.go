@@ -46,6 +46,6 @@ func root() *cobra.Command {
 		},
 	}
 	c.Flags().Bool("version", false, "show the versions, as collmux version does")
-	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd(), versionCmd(), infoCmd(), traceCmd())
+	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd(), versionCmd(), infoCmd(), traceCmd(), plotCmd())
 	return c
 }
