@@ -28,6 +28,7 @@
 
 #include "../include/collmux.h"
 #include "../tests/gpu/gpu_common.h"
+#include "ops_timing.h"
 
 enum { TABLES = 26, DIM = 128, ITERS = 10, ROUNDS = 5 };
 static int rank, size;
@@ -42,15 +43,9 @@ typedef struct {
 	void *w, *off, *idx, *pooled, *out, *recv;
 } prob;
 
-static double now(void)
+static void call(char c, const void *v)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void call(char c, const prob *p)
-{
+	const prob *p = v;
 	const size_t row = (size_t)p->tables * DIM * 4; /* one sample's pooled vectors here */
 	switch (c) {
 	case 'd':
@@ -74,28 +69,6 @@ static void call(char c, const prob *p)
 		ncclGroupEnd();
 		break;
 	}
-}
-
-static double measure(char c, const prob *p)
-{
-	double r[ROUNDS];
-	call(c, p);
-	cudaDeviceSynchronize();
-	for (int k = 0; k < ROUNDS; k++) {
-		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = now();
-		for (int i = 0; i < ITERS; i++)
-			call(c, p);
-		cudaDeviceSynchronize();
-		r[k] = (now() - t0) / ITERS * 1e6;
-		MPI_Allreduce(MPI_IN_PLACE, &r[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-	}
-	for (int i = 1; i < ROUNDS; i++)
-		for (int j = i; j > 0 && r[j] < r[j - 1]; j--) {
-			double t = r[j];
-			r[j] = r[j - 1], r[j - 1] = t;
-		}
-	return r[ROUNDS / 2];
 }
 
 int main(int argc, char **argv)
@@ -146,9 +119,9 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaMemcpy(p.idx, idx, (size_t)nnz * 8, cudaMemcpyHostToDevice));
 	if (rank == 0)
 		printf("op,tables,rows,dim,batch,lookups,ranks,contender,us,speedup_vs_a\n");
-	const double ta = measure('a', &p);
+	const double ta = ops_median_us(call, 'a', &p, 1, ITERS, ROUNDS);
 	for (const char *c = "adp"; *c; c++) {
-		const double us = *c == 'a' ? ta : measure(*c, &p);
+		const double us = *c == 'a' ? ta : ops_median_us(call, *c, &p, 1, ITERS, ROUNDS);
 		if (rank == 0)
 			printf("embedding_alltoall,%d,%lld,%d,%lld,%d-%d,%d,%s,%.1f,%.3f\n", TABLES, rows, DIM, p.batch, lo, hi, size,
 			       *c == 'a' ? "a:pool+nccl-alltoall" : *c == 'd' ? "d:collmux-fused" : "pool-alone", us, ta / us);

@@ -28,6 +28,7 @@
 
 #include "../include/collmux.h"
 #include "../tests/gpu/gpu_common.h"
+#include "ops_timing.h"
 
 enum { ITERS = 50, ROUNDS = 7 };
 static int rank, size;
@@ -67,21 +68,15 @@ static void gemm(const void *a, const void *x, void *y, int m, int k, int batch,
 	blas.gemm(handle, OP_T, OP_N, m, batch, k, &one, a, R_16BF, k, x, R_16BF, k, &zero, y, R_16BF, m, COMPUTE_32F, GEMM_DEFAULT);
 }
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 typedef struct {
 	void *a, *x, *y;
 	int m, k, batch;
 } prob;
 
 /* one call of contender c */
-static void call(char c, const prob *p)
+static void call(char c, const void *v)
 {
+	const prob *p = v;
 	switch (c) {
 	case 'a':
 		gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st);
@@ -100,30 +95,6 @@ static void call(char c, const prob *p)
 	case 'g': gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st); break;
 	case 'n': ncclAllReduce(p->y, p->y, (size_t)p->m * p->batch, ncclBfloat16, ncclSum, nccl, st); break;
 	}
-}
-
-/* microseconds a call of contender c takes: the median of the rounds, the slowest rank's */
-static double measure(char c, const prob *p)
-{
-	double r[ROUNDS];
-	for (int i = 0; i < 3; i++)
-		call(c, p);
-	cudaDeviceSynchronize();
-	for (int k = 0; k < ROUNDS; k++) {
-		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = now();
-		for (int i = 0; i < ITERS; i++)
-			call(c, p);
-		cudaDeviceSynchronize();
-		r[k] = (now() - t0) / ITERS * 1e6;
-		MPI_Allreduce(MPI_IN_PLACE, &r[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-	}
-	for (int i = 1; i < ROUNDS; i++) /* insertion sort */
-		for (int j = i; j > 0 && r[j] < r[j - 1]; j--) {
-			double t = r[j];
-			r[j] = r[j - 1], r[j - 1] = t;
-		}
-	return r[ROUNDS / 2];
 }
 
 static float bf(uint16_t h)
@@ -177,12 +148,12 @@ int main(int argc, char **argv)
 				scale = fmax(scale, fabs(bf(ya[i])));
 			for (size_t i = 0; i < ny; i++)
 				diff = fmax(diff, fabs(bf(ya[i]) - bf(yd[i])) / (scale > 0 ? scale : 1));
-			const double ta = measure('a', &p); /* every speedup is against it */
+			const double ta = ops_median_us(call, 'a', &p, 3, ITERS, ROUNDS); /* every speedup is against it */
 			/* b's MPI_Allreduce sums uint16 words, not bf16 values: its
 			 * timing is the path's (the bytes and route are those of a bf16
 			 * all-reduce; MPI has no bf16 type) and its result is not used */
 			for (const char *c = cs; *c; c++) {
-				const double us = *c == 'a' ? ta : measure(*c, &p);
+				const double us = *c == 'a' ? ta : ops_median_us(call, *c, &p, 3, ITERS, ROUNDS);
 				const char *name = *c == 'a' ? "a:cublas+nccl"
 						   : *c == 'b' ? "b:cublas+collmux-mpi"
 						   : *c == 'd' ? dname
