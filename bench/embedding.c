@@ -28,7 +28,7 @@
 
 #include "../include/collmux.h"
 #include "../tests/gpu/gpu_common.h"
-#include "ops_timing.h"
+#include "ops_bench.h"
 
 enum { TABLES = 26, DIM = 128, ITERS = 10, ROUNDS = 5 };
 static int rank, size;
@@ -84,12 +84,7 @@ int main(int argc, char **argv)
 	prob p = {.batch = argc > 1 ? atoll(argv[1]) : 16384};
 	const int lo = argc > 2 ? atoi(argv[2]) : 20, hi = argc > 3 ? atoi(argv[3]) : 80;
 	const long long rows = argc > 4 ? atoll(argv[4]) : 1000000;
-	ncclUniqueId id;
-	if (rank == 0)
-		ncclGetUniqueId(&id);
-	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-	ncclCommInitRank(&nccl, size, id, rank);
-	CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	ops_nccl_setup(&nccl, &st);
 	p.first = TABLES * rank / size, p.tables = TABLES * (rank + 1) / size - p.first;
 	for (int t = 0; t < p.tables; t++)
 		p.rows[t + 1] = p.rows[t] + rows;

@@ -28,7 +28,7 @@
 
 #include "../include/collmux.h"
 #include "../tests/gpu/gpu_common.h"
-#include "ops_timing.h"
+#include "ops_bench.h"
 
 enum { ITERS = 50, ROUNDS = 7 };
 static int rank, size;
@@ -114,12 +114,7 @@ int main(int argc, char **argv)
 	const int max_m = argc > 1 ? atoi(argv[1]) : 28672;
 	const char *cs = argc > 2 ? argv[2] : "adb1gn", *dname = argc > 3 ? argv[3] : "d:collmux";
 	load();
-	ncclUniqueId id;
-	if (rank == 0)
-		ncclGetUniqueId(&id);
-	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-	ncclCommInitRank(&nccl, size, id, rank);
-	CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	ops_nccl_setup(&nccl, &st);
 	if (rank == 0)
 		printf("op,m,k,batch,ranks,contender,us,speedup_vs_a,max_rel_diff_vs_a\n");
 	const int dims[] = {4096, 8192, 16384, 28672}, batches[] = {1, 4, 16};

@@ -1,14 +1,33 @@
 /*
- * The fused operations' benchmarks' clock (bench/fusedops.c,
- * bench/embedding.c): how long one call of a contender takes, in µs, as
- * the median of `rounds` rounds of `iters` calls queued back to back on the
- * GPU, each round's time the slowest rank's, after `warm` calls.
+ * What the fused operations' benchmarks (bench/fusedops.c,
+ * bench/embedding.c) share: the NCCL communicator and stream of the
+ * unfused baseline, and the clock: how long one call of a contender
+ * takes, in µs, as the median of `rounds` rounds of `iters` calls queued
+ * back to back on the GPU, each round's time the slowest rank's, after
+ * `warm` calls.
  */
-#ifndef OPS_TIMING_H
-#define OPS_TIMING_H
+#ifndef OPS_BENCH_H
+#define OPS_BENCH_H
 #include <cuda_runtime.h>
 #include <mpi.h>
+#include <nccl.h>
 #include <time.h>
+
+#include "../tests/gpu/gpu_common.h"
+
+/* NCCL over MPI_COMM_WORLD and a non-blocking stream, after MPI_Init */
+static void ops_nccl_setup(ncclComm_t *nccl, cudaStream_t *st)
+{
+	int rank, size;
+	ncclUniqueId id;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (rank == 0)
+		ncclGetUniqueId(&id);
+	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+	ncclCommInitRank(nccl, size, id, rank);
+	CUDA_OK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+}
 
 enum { OPS_MAX_ROUNDS = 31 };
 
