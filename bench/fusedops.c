@@ -97,14 +97,6 @@ static void call(char c, const void *v)
 	}
 }
 
-static float bf(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 int main(int argc, char **argv)
 {
 	gpu_select();
@@ -140,9 +132,9 @@ int main(int argc, char **argv)
 			CUDA_OK(cudaMemcpy(yd, p.y, ny * 2, cudaMemcpyDeviceToHost));
 			double diff = 0, scale = 0;
 			for (size_t i = 0; i < ny; i++)
-				scale = fmax(scale, fabs(bf(ya[i])));
+				scale = fmax(scale, fabs(gpu_from_bf16(ya[i])));
 			for (size_t i = 0; i < ny; i++)
-				diff = fmax(diff, fabs(bf(ya[i]) - bf(yd[i])) / (scale > 0 ? scale : 1));
+				diff = fmax(diff, fabs(gpu_from_bf16(ya[i]) - gpu_from_bf16(yd[i])) / (scale > 0 ? scale : 1));
 			const double ta = ops_median_us(call, 'a', &p, 3, ITERS, ROUNDS); /* every speedup is against it */
 			/* b's MPI_Allreduce sums uint16 words, not bf16 values: its
 			 * timing is the path's (the bytes and route are those of a bf16

@@ -193,8 +193,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 }
 
 /* Lets go of c's operations without waiting for their kernels
- * (MPI_Comm_free is local): the workspace and the report word, which a
- * kernel may still write, stay (see above); the event goes, which CUDA
+ * (MPI_Comm_free is local): the workspace and the report words (err,
+ * gone), which a kernel may still write, stay (see above); the event goes, which CUDA
  * allows while it is pending. */
 void cmx_ops_release(cmx_comm *c)
 {

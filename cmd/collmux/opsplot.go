@@ -122,7 +122,7 @@ func plotOps(dir string, rows []opRow) ([]string, error) {
 		}
 	}
 	figs := map[fig]map[string]map[string]float64{} // contender -> x -> speed-up
-	var xs = map[fig][]string{}
+	xs := map[fig][]string{}
 	for _, r := range rows {
 		b, ok := base[[3]string{r.op, r.split, r.x}]
 		if !ok || len(r.contender) < 2 || r.contender[1] != ':' || !strings.ContainsRune("bcd", rune(r.contender[0])) {

@@ -44,13 +44,6 @@ static uint16_t to_bf16(float f)
 	u += 0x7fff + ((u >> 16) & 1); /* round to nearest even (no NaNs here) */
 	return (uint16_t)(u >> 16);
 }
-static float from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
 static uint16_t to_f16(float f) /* normal range and zero, round to nearest even */
 {
 	uint32_t u;
@@ -85,12 +78,12 @@ static float get(const void *buf, size_t i, int t)
 	if (t == COLLMUX_FLOAT32)
 		return ((const float *)buf)[i];
 	uint16_t h = ((const uint16_t *)buf)[i];
-	return t == COLLMUX_FLOAT16 ? from_f16(h) : from_bf16(h);
+	return t == COLLMUX_FLOAT16 ? from_f16(h) : gpu_from_bf16(h);
 }
 static float rounded(double v, int t) /* v rounded to type t, as a float */
 {
 	float f = (float)v; /* exact: every partial sum here is */
-	return t == COLLMUX_FLOAT32 ? f : t == COLLMUX_FLOAT16 ? from_f16(to_f16(f)) : from_bf16(to_bf16(f));
+	return t == COLLMUX_FLOAT32 ? f : t == COLLMUX_FLOAT16 ? from_f16(to_f16(f)) : gpu_from_bf16(to_bf16(f));
 }
 
 /* the spacing of type t's values next to v */

@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* GPU_TEST_BACKTRACE=1: print a backtrace on SIGSEGV (the Go runtime in
@@ -42,4 +44,13 @@ static inline int gpu_select(void)
 			exit(3);                                                              \
 		}                                                                             \
 	} while (0)
+
+/* a bfloat16 (its bits) as a float: the upper half of the float's bits */
+static inline float gpu_from_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
 #endif
