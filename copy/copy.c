@@ -122,11 +122,11 @@ static int plan(const cmx_args *a, const cmx_comm *c, const void **exp, move_t *
 	char *r = a->rbuf;
 	memset(mv, 0, sizeof *mv * (size_t)n);
 	*exp = NULL;
-	/* sizes of the types significant on this rank */
-	const int scatter_root = a->coll == CMX_COLL_SCATTER && me == root;
-	const int64_t ss0 = scatter_root ? cmx_move_size(a->stype) : 0;
-	const int64_t rs = a->coll == CMX_COLL_GATHER && me != root ? 1 : scatter_root && r == cmx_abi.in_place ? ss0 : cmx_move_size(a->rtype);
-	const int64_t ss = scatter_root ? ss0 : ip || a->coll == CMX_COLL_BCAST || a->coll == CMX_COLL_SCATTER ? rs : cmx_move_size(a->stype);
+	/* element sizes: each side's where it is significant on this rank,
+	 * else the other's (in place, the one buffer of a bcast) */
+	if ((a->used[0] && !a->move[0]) || (a->used[1] && !a->move[1]))
+		return 0;
+	const int64_t ss = a->used[0] ? a->move[0] : a->move[1], rs = a->used[1] ? a->move[1] : a->move[0];
 	if (!rs || !ss)
 		return 0;
 	const uint64_t blk = (uint64_t)a->rcount * (uint64_t)rs;
@@ -230,7 +230,7 @@ int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc)
 		return 0;
 	}
 	/* a buffer significant on this rank, whose context the copies run in */
-	const void *sig = (a->coll == CMX_COLL_GATHER && a->root != c->rank) || a->rbuf == cmx_abi.in_place ? a->sbuf : a->rbuf;
+	const void *sig = a->used[1] ? a->rbuf : a->sbuf;
 	if (c->copy_state == 0)
 		setup(c, sig);
 	if (c->copy_state != 1)

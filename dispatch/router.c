@@ -81,74 +81,71 @@ cmx_comm *cmx_comm_get(cmx_h comm, int *rc)
 	return c;
 }
 
-/* What a vector collective (alltoallw, the neighborhood ones) receives,
- * in bytes; -1 when unknown. */
-static int64_t vector_bytes(const cmx_args *a, int ask)
+/* Decodes what the backends read, once (cmx_args' last fields), from
+ * collmux's own tables: nothing here asks MPI, so that a call MPI would
+ * refuse reaches MPI's checks first. */
+static void decode(cmx_args *a, const cmx_comm *c)
 {
-	int nin, nout;
-	if (cmx_peers(a, &nin, &nout) != 0)
-		return -1;
-	int64_t sum = 0;
-	for (int j = 0; j < nin; j++) {
-		int64_t size = cmx_type_size(a->rtypes ? cmx_type_at(a->rtypes, j) : a->rtype, ask);
-		if (size < 0)
-			return -1;
-		sum += (a->rcounts ? cmx_at(a->rcounts, j, a->large) : a->rcount) * size;
+	a->role = cmx_role(a, c && c->inter, c ? c->rank : 0);
+	a->opk = cmx_op_info(a->op);
+	for (int w = 0; w < 2; w++) {
+		a->used[w] = cmx_side_used(a, a->role, w);
+		if (!cmx_dtype_info(w ? a->rtype : a->stype, &a->kind[w], &a->size[w]))
+			a->kind[w] = -1, a->size[w] = 0;
+		a->move[w] = 0;
 	}
-	return sum;
 }
 
-/* Message size of a call as nccl-tests counts it: the full buffer of
- * allgather/alltoall/reduce_scatter and of the root of gather/scatter.
- * Returns -1 when a derived datatype's size is not known yet. */
+/* The rest, for a device path once the call is known acceptable: the
+ * bytes per element of each side used here, which asks MPI about a
+ * derived datatype (a per-peer datatype, the *w collectives', has none). */
+static void decode_moves(cmx_args *a)
+{
+	for (int w = 0; w < 2; w++)
+		a->move[w] = a->used[w] && cmx_families[a->coll].span[w] != CMX_SPAN_W ? cmx_move_size(w ? a->rtype : a->stype) : 0;
+}
+
+/* Bytes that side w of a call spans on this rank (n peers on that side);
+ * -1 when a derived datatype's size is not known (ask unset). */
+static int64_t side_bytes(const cmx_args *a, const cmx_comm *c, int w, int n, int ask)
+{
+	const void *counts = w ? a->rcounts : a->scounts, *types = w ? a->rtypes : a->stypes;
+	int64_t cnt = cmx_side_count(a, w, n, c ? c->rank : 0), sum = 0;
+	if (cnt < 0 && types) { /* a datatype per peer */
+		for (int j = 0; j < n; j++) {
+			const int64_t size = cmx_type_size(cmx_type_at(types, j), ask);
+			if (size < 0)
+				return -1;
+			sum += cmx_at(counts, j, a->large) * size;
+		}
+		return sum;
+	}
+	if (cnt < 0)
+		cnt = cmx_count_sum(counts, n, a->large);
+	const int64_t size = cmx_type_size(w ? a->rtype : a->stype, ask);
+	return size < 0 ? -1 : cnt * size;
+}
+
+/* Message size of a call as nccl-tests counts it, from the side its
+ * family names (the full buffer of allgather/alltoall/reduce_scatter and
+ * of the root of gather/scatter, whose leaves count their block once per
+ * peer). Returns -1 when a derived datatype's size is not known yet. */
 static int64_t call_bytes(const cmx_args *a, const cmx_comm *c, int ask)
 {
-	if (a->coll == CMX_COLL_BARRIER)
-		return 0;
-	if (cmx_coll_class[a->coll] != CMX_CLASS_COLLECTIVE) { /* what this rank sends, or else receives */
-		const int recv = a->coll == CMX_COLL_RECV;
-		int64_t size = cmx_type_size(recv ? a->rtype : a->stype, ask);
-		return size < 0 ? -1 : (recv ? a->rcount : a->scount) * size;
+	const cmx_family *f = &cmx_families[a->coll];
+	int nin = c ? c->size : 1, nout = nin, w = f->sized;
+	if ((f->flags & CMX_FAM_NEIGHBORS) || f->span[w] == CMX_SPAN_W)
+		if (cmx_peers(a, &nin, &nout) != 0)
+			return -1;
+	int64_t mult = 1;
+	if (!a->used[w]) { /* a leaf of a rooted call, or an in-place input */
+		if (f->span[w] == CMX_SPAN_EACH)
+			mult = w ? nin : nout;
+		if (!a->used[w = !w])
+			return 0;
 	}
-	switch (a->coll) { /* per-rank datatypes, or counts of neighbours */
-	case CMX_COLL_ALLTOALLW:
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
-		return vector_bytes(a, ask);
-	}
-	const int n = c ? c->size : 1, root = c && a->root == c->rank;
-	/* a rooted call's datatype is asked of the side significant here
-	 * (the other may be MPI_DATATYPE_NULL): the root's receive side of a
-	 * gather, its send side of a scatter, the others' other side */
-	const int gather = a->coll == CMX_COLL_GATHER || a->coll == CMX_COLL_GATHERV;
-	const int scatter = a->coll == CMX_COLL_SCATTER || a->coll == CMX_COLL_SCATTERV;
-	const int sending = (gather && !root) || (scatter && root);
-	const int64_t size = cmx_type_size(sending ? a->stype : a->rtype, ask);
-	if (size < 0)
-		return -1;
-	switch (a->coll) {
-	case CMX_COLL_ALLGATHER:
-	case CMX_COLL_ALLTOALL:
-	case CMX_COLL_REDUCE_SCATTER_BLOCK:
-		return a->rcount * size * n;
-	case CMX_COLL_ALLGATHERV:
-	case CMX_COLL_REDUCE_SCATTER:
-		return cmx_count_sum(a->rcounts, n, a->large) * size;
-	case CMX_COLL_GATHER:
-	case CMX_COLL_SCATTER:
-		return (sending ? a->scount : a->rcount) * size * n;
-	case CMX_COLL_GATHERV:
-		return root ? cmx_count_sum(a->rcounts, n, a->large) * size : a->scount * size;
-	case CMX_COLL_SCATTERV:
-		return root ? cmx_count_sum(a->scounts, n, a->large) * size : a->rcount * size;
-	case CMX_COLL_ALLTOALLV:
-		return cmx_count_sum(a->rcounts, n, a->large) * size;
-	default: /* allreduce, reduce, bcast, scan, exscan: one count, one type */
-		return a->rcount * size;
-	}
+	const int64_t b = side_bytes(a, c, w, w ? nin : nout, ask);
+	return b < 0 ? -1 : b * mult;
 }
 
 static int bucket_of(uint64_t bytes)
@@ -222,13 +219,11 @@ static void record(const cmx_args *a, int64_t bytes, int backend, int rule, uint
 /* The memory kind of a call: that of the buffers significant on this rank.
  * Every rank must reach the same kind for the same call (the rule CUDA-aware
  * MPIs also rely on); COLLMUX_CHECK verifies it. */
-static int call_mem(const cmx_args *a, const cmx_comm *c)
+static int call_mem(const cmx_args *a)
 {
 	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
-	int root = c && cmx_is_root(a, c->inter, c->rank);
-	int s_sig = a->sbuf && cmx_side_used(a, root, 0), r_sig = a->rbuf && cmx_side_used(a, root, 1);
-	int sk = s_sig ? cmx_mem_kind(a->sbuf) : -1, rk = r_sig ? cmx_mem_kind(a->rbuf) : -1;
+	int sk = a->sbuf && a->used[0] ? cmx_mem_kind(a->sbuf) : -1, rk = a->rbuf && a->used[1] ? cmx_mem_kind(a->rbuf) : -1;
 	if (sk < 0)
 		return rk < 0 ? CMX_MEM_HOST : rk;
 	if (rk < 0 || rk == sk)
@@ -240,18 +235,8 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
  * collectives whose sizes differ between ranks are routed as the largest. */
 static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
 {
-	switch (a->coll) {
-	case CMX_COLL_ALLTOALLV:
-	case CMX_COLL_ALLTOALLW:
-	case CMX_COLL_GATHERV:
-	case CMX_COLL_SCATTERV:
-	case CMX_COLL_NEIGHBOR_ALLGATHER: /* degrees differ between ranks */
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+	if (cmx_families[a->coll].flags & CMX_FAM_UNEVEN) /* counts or neighbourhood degrees differ between ranks */
 		return UINT64_MAX;
-	}
 	/* on device memory a derived type's size is asked of MPI, so that the
 	 * rank passing one routes by what its peers' basic types add up to
 	 * (acceptable() has turned the erroneous calls away); a host call's
@@ -269,13 +254,14 @@ static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
  * host memory, where the call's handles reach MPI's checks before any of
  * collmux's questions, a derived type is "other" too: host calls all end
  * on MPI. */
-static int dclass_of(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
+static int dclass_of(const cmx_args *a, uint64_t bytes)
 {
-	if (a->coll == CMX_COLL_BARRIER || a->coll == CMX_COLL_ALLTOALLW || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW || bytes == 0)
+	const int w = a->used[1];
+	if (cmx_families[a->coll].span[w] == CMX_SPAN_W || bytes == 0)
 		return CMX_DCLASS_OTHER;
-	const cmx_h t = cmx_side_used(a, cmx_is_root(a, 0, c->rank), 1) ? a->rtype : a->stype;
-	int kind, size;
-	if (!cmx_dtype_info(t, &kind, &size))
+	const cmx_h t = w ? a->rtype : a->stype;
+	int kind = a->kind[w];
+	if (kind < 0)
 		kind = cmx_host_readable(a->mem) ? CMX_KIND_OTHER : cmx_sig_kind(t);
 	else if (kind == CMX_KIND_PAIR)
 		kind = cmx_sig_kind(t); /* MPI_2INT: ints */
@@ -288,7 +274,7 @@ static int dclass_of(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 
 static const cmx_route *pick(const cmx_comm *c, const cmx_args *a, uint64_t bytes)
 {
-	const cmx_routes *rs = &(*c->routes)[c->overlap][a->form != CMX_FORM_BLOCKING][a->coll][a->mem][dclass_of(a, c, bytes)];
+	const cmx_routes *rs = &(*c->routes)[c->overlap][a->form != CMX_FORM_BLOCKING][a->coll][a->mem][dclass_of(a, bytes)];
 	for (int i = 0; i < rs->n; i++)
 		if (bytes >= rs->r[i].lo && bytes <= rs->r[i].hi)
 			return &rs->r[i];
@@ -316,7 +302,7 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 {
 	/* bytes is the routing size: UINT64_MAX where ranks may differ or the
 	 * size is not known yet */
-	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? cmx_op_info(a->op) : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
+	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? a->opk : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
 	int *all = malloc(sizeof(int) * FP_N * (size_t)c->size);
 	if (!all || cmx_px.Allgather(mine, FP_N, cmx_abi.int_, all, FP_N, cmx_abi.int_, c->handle) != 0) {
 		free(all);
@@ -408,14 +394,6 @@ void cmx_backends_finalize(void)
 			backends[i].finalize();
 }
 
-/* The reductions, whose predefined ops MPI accepts on predefined
- * datatypes only, the same on every rank. */
-static int reduction(int coll)
-{
-	return coll == CMX_COLL_ALLREDUCE || coll == CMX_COLL_REDUCE || coll == CMX_COLL_REDUCE_SCATTER ||
-	       coll == CMX_COLL_REDUCE_SCATTER_BLOCK || coll == CMX_COLL_SCAN || coll == CMX_COLL_EXSCAN;
-}
-
 /* Whether a device backend may run a call on device memory: one that MPI
  * would refuse (a root outside the communicator, a negative count or one
  * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
@@ -431,20 +409,19 @@ static int reduction(int coll)
 static int acceptable(const cmx_args *a, const cmx_comm *c)
 {
 	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
-	const int root = cmx_is_root(a, c->inter, c->rank);
-	for (int w = 0; w < 2 && a->coll != CMX_COLL_BARRIER; w++) {
+	const int root = a->role & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT);
+	for (int w = 0; w < 2; w++) {
 		const int64_t n = w ? a->rcount : a->scount;
-		if (cmx_side_used(a, root, w) && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
+		if (a->used[w] && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
 			return 0;
 	}
 	if (a->rbuf == cmx_abi.in_place && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
 		return 0;
 	if (a->op == cmx_abi.op_null && a->op)
 		return 0;
-	if (reduction(a->coll)) {
-		int op = cmx_op_info(a->op), kind, size;
-		const int loc = op == CMX_OP_MINLOC || op == CMX_OP_MAXLOC;
-		if (op != CMX_OP_USER && (!cmx_dtype_info(a->rtype, &kind, &size) || (loc && kind != CMX_KIND_PAIR)))
+	if (cmx_families[a->coll].flags & CMX_FAM_REDUCES) { /* predefined ops take predefined datatypes only */
+		const int loc = a->opk == CMX_OP_MINLOC || a->opk == CMX_OP_MAXLOC;
+		if (a->opk != CMX_OP_USER && (a->kind[1] < 0 || (loc && a->kind[1] != CMX_KIND_PAIR)))
 			return 0;
 	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
@@ -472,11 +449,15 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		return rc;
 	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
 		refresh_routes(c);
-	a->mem = call_mem(a, c);
+	decode(a, c);
+	a->mem = call_mem(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
-	if (c && !cmx_host_readable(a->mem) && !acceptable(a, c))
-		return run(c, a, CMX_BACKEND_MPI, used);
+	if (c && !cmx_host_readable(a->mem)) {
+		if (!acceptable(a, c))
+			return run(c, a, CMX_BACKEND_MPI, used);
+		decode_moves(a);
+	}
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
 		const cmx_route *r = pick(c, a, *bytes);
@@ -493,9 +474,13 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	 * elements, ran the device backend */
 	cmx_args b;
 	cmx_packed *rp = NULL;
-	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && (*backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL) &&
-	    cmx_repack(c, a, &b, &rp) < 0)
-		return cmx_error(a->comm, cmx_abi.err_other);
+	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && (*backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL)) {
+		const int packed = cmx_repack(c, a, &b, &rp);
+		if (packed < 0)
+			return cmx_error(a->comm, cmx_abi.err_other);
+		if (packed) /* b moves bytes of MPI_BYTE */
+			decode(&b, c), decode_moves(&b);
+	}
 	rc = run(c, rp ? &b : a, *backend, used);
 	return rp ? cmx_repack_done(rp, a, rc) : rc;
 }
@@ -505,9 +490,11 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
  * no peer is in a collective call. */
 static int solo(cmx_args *a, int *used)
 {
-	a->mem = call_mem(a, NULL);
+	decode(a, NULL);
+	a->mem = call_mem(a);
 	if (cmx_host_readable(a->mem))
 		return run(NULL, a, CMX_BACKEND_MPI, used);
+	decode_moves(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);
 	return run(NULL, a, CMX_BACKEND_STAGED, used);

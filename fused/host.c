@@ -521,12 +521,13 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	char *out = a->rbuf;
 	uint64_t bytes = 0, count = 0;
 	uint32_t code, proto, nb;
-	int kind, size, root = 0, t, o;
+	int size, root = 0, t, o;
 	/* what the kernels can express; every input here is agreed across ranks */
 	switch (a->coll) {
 	case CMX_COLL_ALLREDUCE: {
-		if (!cmx_dtype_info(a->rtype, &kind, &size) || (t = type_of(kind)) < 0 || (o = op_of(cmx_op_info(a->op))) < 0)
+		if (a->kind[1] < 0 || (t = type_of(a->kind[1])) < 0 || (o = op_of(a->opk)) < 0)
 			return 0;
+		size = a->size[1];
 		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
 		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
 		break;
@@ -534,7 +535,7 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	case CMX_COLL_ALLGATHER:
 	case CMX_COLL_ALLTOALL:
 	case CMX_COLL_BCAST:
-		if (!(size = cmx_move_size(a->rtype)) || (!ip && a->coll != CMX_COLL_BCAST && !cmx_move_size(a->stype)))
+		if (!(size = a->move[1]) || (a->used[0] && !a->move[0]))
 			return 0;
 		bytes = count = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
 		/* modes as in kernels.cu: allgather 0, bcast 1, alltoall 2 */

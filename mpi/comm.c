@@ -78,6 +78,18 @@ int cmx_move_size(cmx_h dtype)
 	return size > 0 && lb == 0 && tlb == 0 && ext == size && text == size ? size : 0;
 }
 
+int cmx_type_extents(cmx_h dtype, cmx_aint *ext, cmx_aint *tlb, cmx_aint *text)
+{
+	int kind, size;
+	cmx_aint lb;
+	*tlb = 0;
+	if (cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR) {
+		*ext = *text = size;
+		return 1;
+	}
+	return cmx_px.Type_get_extent(dtype, &lb, ext) == 0 && cmx_px.Type_get_true_extent(dtype, tlb, text) == 0;
+}
+
 /* A datatype handle as MPI_Type_free takes it: an int in the MPICH ABI. */
 static void type_free(cmx_h t)
 {
@@ -152,12 +164,7 @@ int cmx_peers(const cmx_args *a, int *nin, int *nout)
 {
 	int n = 0, inter = 0, topo = 0, me = 0, weighted = 0, rc;
 	*nin = *nout = 0;
-	switch (a->coll) {
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
+	if (cmx_families[a->coll].flags & CMX_FAM_NEIGHBORS) {
 		if ((rc = cmx_px.Topo_test(a->comm, &topo)) != 0)
 			return rc;
 		if (topo == cmx_abi.cart) {

@@ -232,7 +232,7 @@ static int enqueue_aligned(cmx_comm *c, const cmx_args *a, size_t size)
  * dimensions; the topology kind). */
 static int enqueue_neighbors(cmx_comm *c, const cmx_args *a)
 {
-	const int ss = cmx_move_size(a->stype), rs = cmx_move_size(a->rtype), L = a->large;
+	const int ss = a->move[0], rs = a->move[1], L = a->large;
 	const int v = a->coll == CMX_COLL_NEIGHBOR_ALLGATHERV || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
 	const int all = a->coll == CMX_COLL_NEIGHBOR_ALLTOALL || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
 	int nin, nout, cart, r = -1;
@@ -280,16 +280,17 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	const int me = c->rank, n = c->size, ip = a->sbuf == cmx_abi.in_place, L = a->large;
 	nccl_comm nk = c->nccl;
 	void *st = c->stream;
-	int kind, size, r = 0;
+	int size, r = 0;
 	switch (a->coll) {
 	case CMX_COLL_ALLREDUCE:
 	case CMX_COLL_REDUCE:
 	case CMX_COLL_REDUCE_SCATTER_BLOCK:
 	case CMX_COLL_REDUCE_SCATTER: {
-		int op = cmx_op_info(a->op);
-		if (!cmx_dtype_info(a->rtype, &kind, &size) || nccl_type[kind] < 0 || nccl_op(op) < 0 || !cmx_op_valid[op][kind])
+		const int kind = a->kind[1], op = a->opk;
+		if (kind < 0 || nccl_type[kind] < 0 || nccl_op(op) < 0 || !cmx_op_valid[op][kind])
 			return -2;
 		int dt = nccl_type[kind], o = nccl_op(op);
+		size = a->size[1];
 		const void *s = ip ? a->rbuf : a->sbuf;
 		/* NCCL's kernels fault (and kill the CUDA context) on elements
 		 * that straddle their alignment; a rank may not turn the call
@@ -329,11 +330,11 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		return ip && !cmx_cuda_copy(a->rbuf, tmp, (size_t)cmx_at(a->rcounts, me, L) * size, st) ? -1 : 0;
 	}
 	case CMX_COLL_BCAST:
-		if (!(size = cmx_move_size(a->rtype)))
+		if (!(size = a->move[1]))
 			return -2;
 		return nc.Broadcast(a->rbuf, a->rbuf, (size_t)a->rcount * size, NCCL_UINT8, a->root, nk, st);
 	case CMX_COLL_ALLGATHER: {
-		if (!(size = cmx_move_size(a->rtype)) || (!ip && !cmx_move_size(a->stype)))
+		if (!(size = a->move[1]) || (a->used[0] && !a->move[0]))
 			return -2;
 		size_t blk = (size_t)a->rcount * size;
 		return nc.AllGather(ip ? BYTES(a->rbuf, me * blk) : a->sbuf, a->rbuf, blk, NCCL_UINT8, nk, st);
@@ -351,31 +352,25 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	 * is the send buffer, except in scatter, where the root passes it as
 	 * the receive buffer. */
 	const int ip_r = a->rbuf == cmx_abi.in_place;
-	int ss = 0, rs = 0;
-	int root = a->root;
+	const int root = a->root, rs = a->move[1];
+	int ss = a->move[0]; /* in place, the receive side's */
 	const char *sb = ip ? NULL : a->sbuf;
 	char *rb = ip_r ? NULL : a->rbuf;
-	int need_s = 0, need_r = 0;
 	switch (a->coll) {
 	case CMX_COLL_ALLGATHERV:
 	case CMX_COLL_ALLTOALL:
 	case CMX_COLL_ALLTOALLV:
-		need_s = !ip, need_r = 1;
-		break;
 	case CMX_COLL_GATHER:
 	case CMX_COLL_GATHERV:
-		need_s = !ip, need_r = me == root;
-		break;
 	case CMX_COLL_SCATTER:
 	case CMX_COLL_SCATTERV:
-		need_s = me == root, need_r = !ip_r;
 		break;
 	default:
 		return -2;
 	}
-	/* the types that matter on this rank must move as bytes (only those
-	 * are asked about: the others may be anything) */
-	if ((need_s && !(ss = cmx_move_size(a->stype))) || (need_r && !(rs = ip_r ? 0 : cmx_move_size(a->rtype))))
+	/* the sides that matter on this rank must move as bytes (the others
+	 * may be anything) */
+	if ((a->used[0] && !ss) || (a->used[1] && !rs))
 		return -2;
 	if (ip && (a->coll == CMX_COLL_ALLTOALL || a->coll == CMX_COLL_ALLTOALLV)) {
 		/* in place: send from a copy of the receive buffer */

@@ -43,51 +43,20 @@ struct cmx_packed {
 	void *cnts[2], *dsps[2]; /* b's counts and displacements of a v side, in bytes */
 };
 
-static void side_of(const cmx_args *a, int root, int nin, int nout, int w, side *s)
+/* Side w of call a as blocks: n of cnt elements (span one, each), or
+ * per-peer counts and displacements (v). None (n = 0) for a side not
+ * used here, the reductions (whose datatypes MPI requires basic) and the
+ * spans no device backend takes (a datatype per peer). */
+static void side_of(const cmx_args *a, int nin, int nout, int w, side *s)
 {
 	*s = (side){.type = w ? a->rtype : a->stype, .buf = w ? a->rbuf : (char *)a->sbuf};
-	if (!cmx_side_used(a, root, w))
+	const int span = cmx_families[a->coll].span[w], peers = w ? nin : nout;
+	if (!a->used[w] || (cmx_families[a->coll].flags & CMX_FAM_REDUCES))
 		return;
-	const int64_t cnt = w ? a->rcount : a->scount;
-	const int peers = w ? nin : nout;
-	const void *counts = w ? a->rcounts : a->scounts, *displs = w ? a->rdispls : a->sdispls;
-	switch (a->coll) {
-	case CMX_COLL_BCAST:
-		*s = (side){1, cnt, NULL, NULL, a->rtype, a->rbuf};
-		return;
-	case CMX_COLL_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-	case CMX_COLL_GATHER:
-		s->n = w ? peers : 1, s->cnt = cnt;
-		return;
-	case CMX_COLL_SCATTER:
-		s->n = w ? 1 : peers, s->cnt = cnt;
-		return;
-	case CMX_COLL_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-		s->n = peers, s->cnt = cnt;
-		return;
-	case CMX_COLL_GATHERV:
-	case CMX_COLL_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-		if (w)
-			s->n = peers, s->counts = counts, s->displs = displs;
-		else
-			s->n = 1, s->cnt = cnt;
-		return;
-	case CMX_COLL_SCATTERV:
-		if (w)
-			s->n = 1, s->cnt = cnt;
-		else
-			s->n = peers, s->counts = counts, s->displs = displs;
-		return;
-	case CMX_COLL_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-		s->n = peers, s->counts = counts, s->displs = displs;
-		return;
-	default: /* the reductions (whose datatypes MPI requires basic), and what no device backend takes */
-		s->n = 0;
-	}
+	if (span == CMX_SPAN_ONE || span == CMX_SPAN_EACH)
+		s->n = span == CMX_SPAN_ONE ? 1 : peers, s->cnt = w ? a->rcount : a->scount;
+	else if (span == CMX_SPAN_V)
+		s->n = peers, s->counts = w ? a->rcounts : a->scounts, s->displs = w ? a->rdispls : a->sdispls;
 }
 
 static int64_t block_count(const side *s, int j, int large) { return s->counts ? cmx_at(s->counts, j, large) : s->cnt; }
@@ -206,12 +175,11 @@ int cmx_repack(const cmx_comm *c, const cmx_args *a, cmx_args *b, cmx_packed **r
 	*rp = NULL;
 	if (cmx_peers(a, &nin, &nout) != 0)
 		return 0; /* erroneous: MPI says so, on whichever path */
-	const int root = cmx_is_root(a, 0, c->rank);
 	side s[2];
 	int need[2];
 	for (int w = 0; w < 2; w++) {
-		side_of(a, root, nin, nout, w, &s[w]);
-		need[w] = s[w].n > 0 && !cmx_move_size(s[w].type);
+		side_of(a, nin, nout, w, &s[w]);
+		need[w] = s[w].n > 0 && !a->move[w];
 	}
 	if (!need[0] && !need[1])
 		return 0;

@@ -19,13 +19,9 @@ static int block(cmx_h dtype, int64_t disp, int bytes, int64_t count, int64_t *l
 {
 	if (count <= 0)
 		return 1;
-	int kind, size;
-	cmx_aint lb = 0, ext, tlb = 0, text;
-	if (cmx_dtype_info(dtype, &kind, &size) && kind != CMX_KIND_PAIR) {
-		ext = text = size;
-	} else if (cmx_px.Type_get_extent(dtype, &lb, &ext) != 0 || cmx_px.Type_get_true_extent(dtype, &tlb, &text) != 0) {
+	cmx_aint ext, tlb, text;
+	if (!cmx_type_extents(dtype, &ext, &tlb, &text))
 		return 0;
-	}
 	int64_t l = (bytes ? disp : disp * ext) + tlb, h = l + (count - 1) * ext + text;
 	if (*lo > *hi || l < *lo)
 		*lo = l;
@@ -49,58 +45,12 @@ static int blocks(const cmx_args *a, int which, int n, int64_t *lo, int64_t *hi)
 
 int cmx_region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi)
 {
-	const int me = c ? c->rank : 0, L = a->large;
-	const int root = cmx_is_root(a, c && c->inter, me);
-	const int ip = a->sbuf == cmx_abi.in_place, n = which ? nin : nout;
-	cmx_h t = which ? a->rtype : a->stype;
 	*lo = 1, *hi = 0;
-	if ((which ? a->rbuf : a->sbuf) == cmx_abi.in_place || (!which && ip))
+	if (!a->used[which]) /* not significant on this rank, or MPI_IN_PLACE */
 		return 1;
-	if (cmx_rooted(a->coll) && c && c->inter && a->root == cmx_abi.proc_null)
-		return 1; /* a bystander in the root's group (MPI_PROC_NULL may equal the -1 of unrooted calls) */
-	int64_t cnt = which ? a->rcount : a->scount;
-	switch (a->coll) {
-	case CMX_COLL_REDUCE:
-		return (which && !root) || (!which && c && c->inter && root) ? 1 : block(t, 0, 0, cnt, lo, hi);
-	case CMX_COLL_ALLGATHER:
-	case CMX_COLL_NEIGHBOR_ALLGATHER:
-		return block(t, 0, 0, which ? n * cnt : cnt, lo, hi);
-	case CMX_COLL_ALLTOALL:
-	case CMX_COLL_NEIGHBOR_ALLTOALL:
-		return block(t, 0, 0, n * cnt, lo, hi);
-	case CMX_COLL_GATHER:
-		if (which)
-			return root ? block(t, 0, 0, n * cnt, lo, hi) : 1;
-		return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
-	case CMX_COLL_SCATTER:
-		if (!which)
-			return root ? block(t, 0, 0, n * cnt, lo, hi) : 1;
-		return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
-	case CMX_COLL_GATHERV:
-		if (!which)
-			return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
-		return root ? blocks(a, which, n, lo, hi) : 1;
-	case CMX_COLL_SCATTERV:
-		if (which)
-			return c && c->inter && root ? 1 : block(t, 0, 0, cnt, lo, hi);
-		return root ? blocks(a, which, n, lo, hi) : 1;
-	case CMX_COLL_ALLGATHERV:
-	case CMX_COLL_NEIGHBOR_ALLGATHERV:
-		return which ? blocks(a, which, n, lo, hi) : block(t, 0, 0, cnt, lo, hi);
-	case CMX_COLL_ALLTOALLV:
-	case CMX_COLL_ALLTOALLW:
-	case CMX_COLL_NEIGHBOR_ALLTOALLV:
-	case CMX_COLL_NEIGHBOR_ALLTOALLW:
-		return blocks(a, which, n, lo, hi);
-	case CMX_COLL_REDUCE_SCATTER_BLOCK:
-		return block(t, 0, 0, (!which || ip) ? n * a->rcount : a->rcount, lo, hi);
-	case CMX_COLL_REDUCE_SCATTER:
-		return block(t, 0, 0, (!which || ip) ? cmx_count_sum(a->rcounts, n, L) : cmx_at(a->rcounts, me, L), lo, hi);
-	case CMX_COLL_BARRIER:
-		return 1;
-	default: /* allreduce, bcast, scan, exscan, reduce_local, point-to-point: one count of one type */
-		return block(t, 0, 0, cnt, lo, hi);
-	}
+	const int n = which ? nin : nout;
+	const int64_t cnt = cmx_side_count(a, which, n, c ? c->rank : 0);
+	return cnt < 0 ? blocks(a, which, n, lo, hi) : block(which ? a->rtype : a->stype, 0, 0, cnt, lo, hi);
 }
 
 /* Pinned host memory for the copies of nonblocking calls, which live until
@@ -278,8 +228,8 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (dev[w])
 			len[w] = (size_t)(hi[w] - lo[w]);
 	}
-	if (a->coll == CMX_COLL_BCAST || (cmx_coll_class[a->coll] == CMX_CLASS_P2P && a->sbuf == a->rbuf))
-		dev[0] = 0, len[0] = 0; /* one buffer (bcast, Sendrecv_replace), staged once as the receive buffer */
+	if (cmx_coll_class[a->coll] == CMX_CLASS_P2P && a->sbuf == a->rbuf)
+		dev[0] = 0, len[0] = 0; /* one buffer (Sendrecv_replace), staged once as the receive buffer */
 	if (!dev[0] && !dev[1])
 		return 0;
 	if (!cmx_cuda_ctx_for(dev[1] ? buf[1] : buf[0]))
@@ -289,7 +239,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * Any other receive region is copied in first, so that what the call
 	 * leaves untouched (gaps between blocks, holes of a derived type, an
 	 * in-place contribution) goes back unchanged. */
-	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && cmx_move_size(a->rtype) && a->sbuf != a->rbuf;
+	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && a->move[1] && a->sbuf != a->rbuf;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
 	/* the receive copy sits after the send copy, 64 bytes further where
 	 * the two would otherwise start at the same address once rebased by

@@ -61,8 +61,14 @@ typedef struct cmx_args {
 	void *req;                           /* MPI_Request *: written through cmx_req_put */
 	void *msg;                           /* MPI_Message * (Mrecv, Imrecv) */
 	cmx_req *entry; /* nonblocking: the request entry a backend is building, which the layers below add to */
-	/* filled by the dispatcher */
-	int mem; /* CMX_MEM_* */
+	/* decoded by the router, once, before any backend runs the call;
+	 * backends read these and never decode the handles themselves */
+	int mem;              /* CMX_MEM_* of the buffers significant on this rank */
+	int role;             /* CMX_ROLE_* of this rank in the call */
+	int used[2];          /* the send (0) and receive (1) side is significant here (cmx_side_used) */
+	int opk;              /* CMX_OP_* of op; CMX_OP_USER for a user op or none */
+	int kind[2], size[2]; /* element kind (CMX_KIND_*) and size of stype and rtype when predefined; kind -1 otherwise */
+	int move[2];          /* of a side used here: bytes per element where its datatype moves as bytes, else 0 */
 } cmx_args;
 
 /* ---- the real MPI ---- */
@@ -558,6 +564,9 @@ int64_t cmx_type_size(cmx_h dtype, int ask);
  * predefined type's (not a value/index pair), or a derived type's that is
  * one contiguous run; 0 otherwise. */
 int cmx_move_size(cmx_h dtype);
+/* dtype's extent and its true lower bound and extent; predefined types
+ * need no MPI call. 0 when MPI cannot say. */
+int cmx_type_extents(cmx_h dtype, cmx_aint *ext, cmx_aint *tlb, cmx_aint *text);
 /* The kind (CMX_KIND_*) of every basic element in dtype's type signature
  * when they are all of one kind, found through the datatype's parts;
  * CMX_KIND_OTHER when they are of several kinds or the parts are unknown.
@@ -580,46 +589,47 @@ int cmx_neighbors(const cmx_args *a, int nin, int nout, int *src, int *dst, int 
  * it before and after any set-up step that could fail on one rank only. */
 int cmx_comm_agree(const cmx_comm *c, int ok);
 
-/* Whether this process is the root of a rooted call: on an
- * intercommunicator the one passing MPI_ROOT, otherwise the rank named. */
-static inline int cmx_is_root(const cmx_args *a, int inter, int rank)
+/* The buffer rules of a family, generated from capi/collectives.tab's
+ * family lines (their comment says what each value means). who is a set
+ * of roles (CMX_ROLE_*): those on which a side is significant. */
+enum { CMX_ROLE_LEAF = 1, CMX_ROLE_ROOT = 2, CMX_ROLE_INTER_ROOT = 4 }; /* a bystander has none */
+enum { CMX_WHO_ALL = 7, CMX_WHO_ROOT = 6, CMX_WHO_LEAF = 3 };
+enum { CMX_SPAN_ONE = 1, CMX_SPAN_EACH, CMX_SPAN_V, CMX_SPAN_W, CMX_SPAN_TOTAL, CMX_SPAN_OWN };
+enum { CMX_FAM_ROOTED = 1, CMX_FAM_REDUCES = 2, CMX_FAM_NEIGHBORS = 4, CMX_FAM_UNEVEN = 8 };
+typedef struct {
+	unsigned char flags; /* CMX_FAM_* */
+	unsigned char sized; /* the side that gives the message size: 0 send, 1 receive */
+	unsigned char who[2], span[2];
+} cmx_family;
+extern const cmx_family cmx_families[CMX_NCOLL];
+
+static inline int cmx_rooted(int coll) { return cmx_families[coll].flags & CMX_FAM_ROOTED; }
+
+/* This process's role in call a: an unrooted call's ranks are all leaves;
+ * on an intercommunicator the root passes MPI_ROOT and the rest of its
+ * group MPI_PROC_NULL (bystanders, no role). */
+static inline int cmx_role(const cmx_args *a, int inter, int rank)
 {
-	return inter ? a->root == cmx_abi.root : a->root == rank;
+	if (!cmx_rooted(a->coll))
+		return CMX_ROLE_LEAF;
+	if (inter)
+		return a->root == cmx_abi.root ? CMX_ROLE_INTER_ROOT : a->root == cmx_abi.proc_null ? 0 : CMX_ROLE_LEAF;
+	return a->root == rank ? CMX_ROLE_ROOT : CMX_ROLE_LEAF;
 }
+
+/* Whether this process is the root of a rooted call. */
+static inline int cmx_is_root(const cmx_args *a, int inter, int rank) { return cmx_role(a, inter, rank) & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT); }
 
 /* Memory the MPI can read itself (host or managed): no device path and
  * no staging for it. */
 static inline int cmx_host_readable(int mem) { return mem == CMX_MEM_HOST || mem == CMX_MEM_MANAGED; }
 
-/* Whether the send (w=0) or receive (w=1) buffer and datatype of a
- * collective are significant on this rank: not MPI_IN_PLACE, not a rooted
- * call's side that only its root (gather's receive, reduce's result) or
- * only its leaves have, not the send side of a bcast (its one buffer is
- * the receive side). */
-static inline int cmx_side_used(const cmx_args *a, int root, int w)
+/* Whether the send (w=0) or receive (w=1) side (buffer, count, datatype)
+ * of a call is significant for this role: by the family's rules, and not
+ * MPI_IN_PLACE. */
+static inline int cmx_side_used(const cmx_args *a, int role, int w)
 {
-	if ((w ? a->rbuf : a->sbuf) == cmx_abi.in_place)
-		return 0;
-	switch (a->coll) {
-	case CMX_COLL_GATHER:
-	case CMX_COLL_GATHERV:
-	case CMX_COLL_REDUCE:
-		return !w || root;
-	case CMX_COLL_SCATTER:
-	case CMX_COLL_SCATTERV:
-		return w || root;
-	case CMX_COLL_BCAST:
-		return w;
-	default:
-		return 1;
-	}
-}
-
-/* a collective with a root */
-static inline int cmx_rooted(int coll)
-{
-	return coll == CMX_COLL_REDUCE || coll == CMX_COLL_BCAST || coll == CMX_COLL_GATHER || coll == CMX_COLL_GATHERV ||
-	       coll == CMX_COLL_SCATTER || coll == CMX_COLL_SCATTERV;
+	return (cmx_families[a->coll].who[w] & role) && (w ? a->rbuf : a->sbuf) != cmx_abi.in_place;
 }
 
 /* i-th entry of a counts or displacements array of a call */
@@ -635,6 +645,28 @@ static inline int64_t cmx_count_sum(const void *arr, int n, int large)
 	for (int i = 0; arr && i < n; i++)
 		s += cmx_at(arr, i, large);
 	return s;
+}
+
+/* Elements side w of a call spans on this rank (rank me, n peers on that
+ * side) where it is one run of one datatype (span one, each, total, own);
+ * -1 for the per-peer spans (v, w), which are walked block by block. */
+static inline int64_t cmx_side_count(const cmx_args *a, int w, int n, int me)
+{
+	switch (cmx_families[a->coll].span[w]) {
+	case CMX_SPAN_EACH:
+		return n * (w ? a->rcount : a->scount);
+	case CMX_SPAN_V:
+	case CMX_SPAN_W:
+		return -1;
+	case CMX_SPAN_OWN: /* in place, the receive buffer holds the input too */
+		if (a->sbuf != cmx_abi.in_place)
+			return a->rcounts ? cmx_at(a->rcounts, me, a->large) : a->rcount;
+		/* fall through */
+	case CMX_SPAN_TOTAL:
+		return a->rcounts ? cmx_count_sum(a->rcounts, n, a->large) : n * a->rcount;
+	default:
+		return w ? a->rcount : a->scount;
+	}
 }
 
 /* ---- requests (mpi/request.c): what completion calls must know ---- */

@@ -96,6 +96,45 @@ type coll struct {
 	local  bool   // a family without a communicator
 	form   byte   // 'b' blocking, 'i' nonblocking, 'p' persistent
 	params []string
+	bufs   family // its family's buffer rules
+}
+
+// family is a family line of the table: its buffer rules.
+type family struct {
+	who, span [2]string // per side (send, receive): "all", "root", "leaf" or "none"; the span
+	sized     int       // the side (0 send, 1 receive) that gives the message size
+	uneven    bool      // the message size may differ between ranks
+}
+
+var whoNames = map[string]string{"all": "CMX_WHO_ALL", "root": "CMX_WHO_ROOT", "leaf": "CMX_WHO_LEAF", "none": "0"}
+var spanNames = map[string]string{"one": "CMX_SPAN_ONE", "each": "CMX_SPAN_EACH", "v": "CMX_SPAN_V", "w": "CMX_SPAN_W",
+	"total": "CMX_SPAN_TOTAL", "own": "CMX_SPAN_OWN", "": "0"}
+
+// parseFamily reads "family NAME SEND RECV [uneven]".
+func parseFamily(fields []string) (string, family, error) {
+	var f family
+	if len(fields) < 4 || len(fields) > 5 || (len(fields) == 5 && fields[4] != "uneven") {
+		return "", f, fmt.Errorf("want family NAME SEND RECV [uneven]")
+	}
+	f.uneven, f.sized = len(fields) == 5, -1
+	for w, side := range fields[2:4] {
+		if strings.HasSuffix(side, "*") {
+			if f.sized >= 0 {
+				return "", f, fmt.Errorf("two sides marked * (the message size)")
+			}
+			f.sized, side = w, strings.TrimSuffix(side, "*")
+		}
+		who, span, _ := strings.Cut(side, ":")
+		if whoNames[who] == "" || spanNames[span] == "" || (who == "none") != (span == "") {
+			return "", f, fmt.Errorf("side %q: want who:span (who all, root or leaf; span one, each, v, w, total or own) or none", side)
+		}
+		f.who[w], f.span[w] = who, span
+	}
+	if f.sized < 0 && (f.who[0] != "none" || f.who[1] != "none") {
+		return "", f, fmt.Errorf("no side marked * (the message size)")
+	}
+	f.sized = max(f.sized, 0)
+	return fields[1], f, nil
 }
 
 // class is what a family is: CMX_CLASS_* in C.
@@ -112,15 +151,24 @@ func (c coll) class() string {
 // families lists the distinct families of the table in order of first
 // appearance (the C enum CMX_COLL_*), with the class of each.
 func families(colls []coll) (names, classes []string) {
+	for _, c := range firstOfFamilies(colls) {
+		names = append(names, c.family)
+		classes = append(classes, c.class())
+	}
+	return names, classes
+}
+
+// firstOfFamilies lists the first function of each family, in family order.
+func firstOfFamilies(colls []coll) []coll {
 	seen := map[string]bool{}
+	var first []coll
 	for _, c := range colls {
 		if !seen[c.family] {
 			seen[c.family] = true
-			names = append(names, c.family)
-			classes = append(classes, c.class())
+			first = append(first, c)
 		}
 	}
-	return names, classes
+	return first
 }
 
 // nonblocking is the name of the nonblocking function a persistent one
@@ -199,6 +247,8 @@ func readTable(path string) ([]coll, error) {
 	}
 	defer f.Close()
 	var colls []coll
+	fams := map[string]family{}
+	used := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -206,10 +256,26 @@ func readTable(path string) ([]coll, error) {
 			continue
 		}
 		fields := strings.Fields(line)
+		if fields[0] == "family" {
+			name, fam, err := parseFamily(fields)
+			if _, dup := fams[name]; err == nil && dup {
+				err = fmt.Errorf("family %s twice", name)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+			}
+			fams[name] = fam
+			continue
+		}
 		if len(fields) < 3 {
 			return nil, fmt.Errorf("%s:%d: want name family [p2p|local] form parameters...", path, n)
 		}
 		c := coll{name: fields[0], family: fields[1]}
+		fam, ok := fams[c.family]
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: family %s has no family line before it", path, n, c.family)
+		}
+		c.bufs, used[c.family] = fam, true
 		rest := fields[2:]
 		switch rest[0] {
 		case "p2p":
@@ -230,6 +296,11 @@ func readTable(path string) ([]coll, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	for name := range fams {
+		if !used[name] {
+			return nil, fmt.Errorf("%s: family %s has no functions", path, name)
+		}
 	}
 	names := map[string]bool{}
 	for _, c := range colls {
@@ -438,6 +509,29 @@ func genForward(colls []coll) []byte {
 	b.WriteString("const unsigned char cmx_coll_class[CMX_NCOLL] = {")
 	for _, cl := range classes {
 		fmt.Fprintf(&b, "%s, ", cl)
+	}
+	b.WriteString("};\n\n")
+	b.WriteString("/* the buffer rules of each family (capi/collectives.tab's family lines) */\nconst cmx_family cmx_families[CMX_NCOLL] = {\n")
+	for _, c := range firstOfFamilies(colls) {
+		f := c.bufs
+		flags := []string{}
+		if slices.Contains(c.params, "root") {
+			flags = append(flags, "CMX_FAM_ROOTED")
+		}
+		if slices.Contains(c.params, "op") {
+			flags = append(flags, "CMX_FAM_REDUCES")
+		}
+		if strings.HasPrefix(c.family, "neighbor_") {
+			flags = append(flags, "CMX_FAM_NEIGHBORS")
+		}
+		if f.uneven {
+			flags = append(flags, "CMX_FAM_UNEVEN")
+		}
+		if len(flags) == 0 {
+			flags = append(flags, "0")
+		}
+		fmt.Fprintf(&b, "\t{%s, %d, {%s, %s}, {%s, %s}}, /* %s */\n", strings.Join(flags, " | "), f.sized,
+			whoNames[f.who[0]], whoNames[f.who[1]], spanNames[f.span[0]], spanNames[f.span[1]], c.family)
 	}
 	b.WriteString("};\n\n")
 	b.WriteString("int cmx_forward_fn(const cmx_args *a)\n{\n\tswitch (a->fn) {\n")

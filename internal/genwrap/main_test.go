@@ -29,11 +29,23 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 }
 
 func TestTableRejects(t *testing.T) {
+	const ar = "family allreduce all:one all:one*\n"
+	const send = "family send all:one* none\n"
 	cases := []struct{ table, want string }{
-		{"# c\nAllreduce allreduce b sbuf rbuf cnt dtype op comm\n", `"cnt"`},
-		{"Allreduce allreduce x sbuf rbuf count dtype op comm\n", "want a form"},
+		{ar + "# c\nAllreduce allreduce b sbuf rbuf cnt dtype op comm\n", `"cnt"`},
+		{ar + "Allreduce allreduce x sbuf rbuf count dtype op comm\n", "want a form"},
 		{"Allreduce\n", "want name family"},
-		{"Send_init send p2p p sbuf scount stype dest tag comm req\n", "no nonblocking twin Isend"},
+		{send + "Send_init send p2p p sbuf scount stype dest tag comm req\n", "no nonblocking twin Isend"},
+		{"Allreduce allreduce b sbuf rbuf count dtype op comm\n", "no family line before it"},
+		{ar + "family bcast none all:one*\nAllreduce allreduce b sbuf rbuf count dtype op comm\n", "family bcast has no functions"},
+		{ar + ar, "family allreduce twice"},
+		{"family allreduce all:one all:one\n", "no side marked *"},
+		{"family allreduce all:one* all:one*\n", "two sides marked *"},
+		{"family allreduce some:one all:one*\n", `side "some:one"`},
+		{"family allreduce all:many all:one*\n", `side "all:many"`},
+		{"family allreduce none:one all:one*\n", `side "none:one"`},
+		{"family allreduce all all:one*\n", `side "all"`},
+		{"family allreduce all:one all:one* odd\n", "want family NAME SEND RECV [uneven]"},
 	}
 	for _, tc := range cases {
 		p := filepath.Join(t.TempDir(), "t.tab")
@@ -126,5 +138,23 @@ func TestUnservedErrorHandlers(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("found %d of the %d functions", seen, len(want))
+	}
+}
+
+func TestParseFamily(t *testing.T) {
+	cases := []struct {
+		line string
+		want family
+	}{
+		{"family gather leaf:one root:each*", family{who: [2]string{"leaf", "root"}, span: [2]string{"one", "each"}, sized: 1}},
+		{"family scatterv root:v* leaf:one uneven", family{who: [2]string{"root", "leaf"}, span: [2]string{"v", "one"}, uneven: true}},
+		{"family bcast none all:one*", family{who: [2]string{"none", "all"}, span: [2]string{"", "one"}, sized: 1}},
+		{"family barrier none none", family{who: [2]string{"none", "none"}}},
+	}
+	for _, tc := range cases {
+		_, got, err := parseFamily(strings.Fields(tc.line))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.line, got, err, tc.want)
+		}
 	}
 }
