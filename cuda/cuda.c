@@ -158,6 +158,14 @@ int cmx_cuda_ctx_for(const void *p)
 	return cu.CtxSetCurrent(want) == 0;
 }
 
+int cmx_cuda_ctx_holds(const void *p)
+{
+	CUcontext cur = NULL, ctx = NULL;
+	int attr = CU_POINTER_ATTRIBUTE_CONTEXT;
+	void *data = &ctx;
+	return cu.CtxGetCurrent(&cur) == 0 && cur && cu.PointerGetAttributes(1, &attr, &data, (CUdeviceptr)p) == 0 && ctx == cur;
+}
+
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 {
 	return n == 0 || ok(cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream));

@@ -486,8 +486,9 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 }
 
 /* Point-to-point and local calls: the MPI matches every message; device
- * buffers travel as host copies (staged). Nothing here may communicate:
- * no peer is in a collective call. */
+ * buffers travel as host copies (staged). MPI_Reduce_local on device
+ * memory runs collmux's kernel where it has the op (fused), else staged.
+ * Nothing here may communicate: no peer is in a collective call. */
 static int solo(cmx_args *a, int *used)
 {
 	decode(a, NULL);
@@ -497,7 +498,7 @@ static int solo(cmx_args *a, int *used)
 	decode_moves(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);
-	return run(NULL, a, CMX_BACKEND_STAGED, used);
+	return run(NULL, a, cmx_coll_class[a->coll] == CMX_CLASS_LOCAL ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 
 int cmx_dispatch(cmx_args *a)

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,8 +509,109 @@ static void turn_off(cmx_comm *c, struct cmx_fused *f)
 	stop(f);
 }
 
+/* How the MPI's own MIN or MAX of a datatype picks between in and inout
+ * where neither is strictly better (ties of +0 and -0, NaNs), and whether
+ * it compares as the type's values: asked of the MPI once per datatype and
+ * op, on host pairs that tell the rules apart. 0: inout only where strictly
+ * better (MPICH's), the kernel's OP::f(in, inout); 1: in only where
+ * strictly better (Open MPI's), the arguments swapped; -1: neither (MPICH
+ * 4.0 compares MPI_UNSIGNED as signed), so the call is staged. */
+#define PAIRS(T, fp)                                                                                                  \
+	{                                                                                                             \
+		T in[8] = {(T)0.0, (T)-0.0, fp ? (T)NAN : (T)3, (T)1, (T)1, (T)2, (T)-1, (T)1};                         \
+		T io[8] = {(T)-0.0, (T)0.0, (T)1, fp ? (T)NAN : (T)3, (T)2, (T)1, (T)1, (T)-1};                         \
+		T mine[2][8];                                                                                         \
+		for (int i = 0; i < 8; i++) {                                                                         \
+			const int lt = max ? io[i] > in[i] : io[i] < in[i], gt = max ? in[i] > io[i] : in[i] < io[i]; \
+			mine[0][i] = lt ? io[i] : in[i], mine[1][i] = gt ? in[i] : io[i];                             \
+		}                                                                                                     \
+		cmx_args b = {.fn = CMX_FN_REDUCE_LOCAL, .coll = CMX_COLL_REDUCE_LOCAL, .sbuf = in, .rbuf = io,       \
+			      .scount = 8, .rcount = 8, .stype = a->rtype, .rtype = a->rtype, .op = a->op, .root = -1};  \
+		if (cmx_forward(&b) != 0)                                                                             \
+			return -1;                                                                                    \
+		return !memcmp(io, mine[0], sizeof io) ? 0 : !memcmp(io, mine[1], sizeof io) ? 1 : -1;                \
+	}
+
+static int ask_rule(const cmx_args *a, int t)
+{
+	const int max = a->opk == CMX_OP_MAX;
+	switch (t) {
+	case T_F32: PAIRS(float, 1)
+	case T_F64: PAIRS(double, 1)
+	case T_I32: PAIRS(int32_t, 0)
+	case T_U32: PAIRS(uint32_t, 0)
+	case T_I64: PAIRS(int64_t, 0)
+	case T_U64: PAIRS(uint64_t, 0)
+	case T_I16: PAIRS(int16_t, 0)
+	case T_U16: PAIRS(uint16_t, 0)
+	case T_I8: PAIRS(int8_t, 0)
+	case T_U8: PAIRS(uint8_t, 0)
+	}
+	return -1; /* 16-bit floats: staged */
+}
+
+static int pick_rule(const cmx_args *a, int t)
+{
+	typedef struct {
+		cmx_h type, op;
+		int rule;
+	} answer;
+	static answer known[32];
+	static int nknown;
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	int rule = -2;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nknown && rule == -2; i++)
+		if (known[i].type == a->rtype && known[i].op == a->op)
+			rule = known[i].rule;
+	if (rule == -2) {
+		rule = ask_rule(a, t);
+		if (nknown < 32)
+			known[nknown++] = (answer){a->rtype, a->op, rule};
+	}
+	pthread_mutex_unlock(&mu);
+	return rule;
+}
+
+/* MPI_Reduce_local of a predefined op the kernels have (sum, min, max)
+ * on device buffers of one context, the one the module was loaded in (a
+ * launch elsewhere fails, and the call is staged). Blocking: the result is
+ * in inoutbuf when the call returns. A sum's bits are the MPI's but for a
+ * NaN's payload. */
+static int reduce_local(const cmx_args *a, int *rc)
+{
+	static void *fn;
+	const int64_t n = a->rcount;
+	int t, o, swap = 0;
+	if (a->kind[1] < 0 || (t = type_of(a->kind[1])) < 0 || (o = op_of(a->opk)) < 0 || n < 0 ||
+	    ((uintptr_t)a->sbuf | (uintptr_t)a->rbuf) % (unsigned)a->size[1])
+		return 0;
+	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+	if (!f && (f = cmx_fused_kernel("cmx_reduce_local")))
+		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	if (!f || !cmx_cuda_ctx_for(a->rbuf) || !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) ||
+	    (a->opk != CMX_OP_SUM && (swap = pick_rule(a, t)) < 0))
+		return 0;
+	if (n == 0)
+		return *rc = 0, 1;
+	uint64_t count = (uint64_t)n;
+	uint32_t code = (uint32_t)(t * 3 + o) | (uint32_t)swap << 8;
+	const void *in = a->sbuf;
+	void *inout = a->rbuf;
+	void *args[] = {&in, &inout, &count, &code};
+	const uint64_t blocks = (count + 255) / 256;
+	if (!cmx_cuda_launch(f, (unsigned)(blocks < 4096 ? blocks : 4096), 256, NULL, args))
+		return 0;
+	*rc = cmx_cuda_sync(NULL) ? 0 : cmx_error(a->comm, cmx_abi.err_other);
+	if (*rc)
+		cmx_log(0, "MPI_Reduce_local: the reduction kernel failed on the device (CUDA error %d)", cmx_cuda_last_error());
+	return 1;
+}
+
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
+	if (a->coll == CMX_COLL_REDUCE_LOCAL && a->mem == CMX_MEM_DEVICE)
+		return reduce_local(a, rc);
 	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->fused_state < 0)
 		return 0;
 	if (CMX_UNLIKELY(c->fused && c->fused->failed)) { /* its request reported the failure */

@@ -573,13 +573,20 @@ __device__ __forceinline__ int follow_job(const Ring &R, u32 last, Job *J)
 	}
 }
 
+// The cases of a switch on type * 3 + op (types in the order of
+// fused/host.c, ops sum, min, max), each running X(T, OP).
+#define OP_CASES(X, t, T, S, MI, MA)     \
+	case 3 * t: X(T, S); break;      \
+	case 3 * t + 1: X(T, MI); break; \
+	case 3 * t + 2: X(T, MA); break;
+#define PLAIN(X, t, T) OP_CASES(X, t, T, Sum<T>, Min<T>, Max<T>)
+#define HALF(X, t, T) OP_CASES(X, t, T, Half<Sum>, Half<Min>, Half<Max>)
+#define EVERY_TYPE(X)                                                                   \
+	PLAIN(X, 0, float) PLAIN(X, 1, double) PLAIN(X, 2, int) PLAIN(X, 3, unsigned)      \
+	PLAIN(X, 4, long long) PLAIN(X, 5, unsigned long long) HALF(X, 6, f16) HALF(X, 7, bf16) \
+	PLAIN(X, 8, short) PLAIN(X, 9, unsigned short) PLAIN(X, 10, signed char) PLAIN(X, 11, unsigned char)
+
 #define AR(T, OP) (ll ? allreduce_ll<T, OP>(P, C, in, out, J.n, J.nb) : allreduce<T, OP>(P, C, in, out, J.n, J.nb, two))
-#define AR_CASES(t, T, S, MI, MA)        \
-	case 3 * t: AR(T, S); break;     \
-	case 3 * t + 1: AR(T, MI); break; \
-	case 3 * t + 2: AR(T, MA); break;
-#define PLAIN(t, T) AR_CASES(t, T, Sum<T>, Min<T>, Max<T>)
-#define HALF(t, T) AR_CASES(t, T, Half<Sum>, Half<Min>, Half<Max>)
 
 // one job, by one of the J.nb blocks working on it
 __device__ __forceinline__ void run(const Ring &R, const Job &J)
@@ -596,10 +603,28 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 			move(P, C, in, out, J.n, J.code >> 8, J.nb);
 		return;
 	}
-	switch (J.code >> 8) { // type * 3 + op, types in the order of fused/host.c
-		PLAIN(0, float) PLAIN(1, double) PLAIN(2, int) PLAIN(3, unsigned)
-		PLAIN(4, long long) PLAIN(5, unsigned long long) HALF(6, f16) HALF(7, bf16)
-		PLAIN(8, short) PLAIN(9, unsigned short) PLAIN(10, signed char) PLAIN(11, unsigned char)
+	switch (J.code >> 8) {
+		EVERY_TYPE(AR)
+	}
+}
+
+// ---- MPI_Reduce_local on device memory: inout[i] = in[i] op inout[i] ----
+// Min and Max's f(a, b) keep b only where it compares strictly smaller
+// (larger): f(in, inout) picks as MPICH does where neither is (ties of +0
+// and -0, NaNs), f(inout, in) as Open MPI does; the host says which
+// (swap, from how the MPI itself picked).
+template <typename T, typename OP> __device__ __forceinline__ void reduce_local(const T *in, T *inout, u64 n, bool swap)
+{
+	for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+		inout[i] = swap ? OP::f(inout[i], in[i]) : OP::f(in[i], inout[i]);
+}
+#define RL(T, OP) reduce_local<T, OP>((const T *)in, (T *)inout, n, swap)
+
+extern "C" __global__ void cmx_reduce_local(const void *in, void *inout, u64 n, u32 code)
+{
+	const bool swap = code >> 8;
+	switch (code & 0xff) {
+		EVERY_TYPE(RL)
 	}
 }
 

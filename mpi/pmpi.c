@@ -374,7 +374,9 @@ void cmx_node_name(int rank, int size, char *buf, int len)
 
 int cmx_error(cmx_h comm, int code)
 {
-	cmx_px.Comm_call_errhandler(comm, code);
+	/* a call without a communicator (MPI_Reduce_local) raises its error
+	 * on MPI_COMM_SELF, as MPI-4 has it */
+	cmx_px.Comm_call_errhandler(comm ? comm : cmx_abi.comm_self, code);
 	return code;
 }
 

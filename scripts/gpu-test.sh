@@ -26,6 +26,9 @@ run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
 calls() { # calls STATS.json BACKEND -> total calls on that backend
   python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['backend']==sys.argv[2]))" "$1" "$2" 2>/dev/null || echo 0
 }
+famon() { # famon STATS.json FAMILY BACKEND -> calls of that family on that backend
+  python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['collective']==sys.argv[2] and r['backend']==sys.argv[3]))" "$1" "$2" "$3" 2>/dev/null || echo 0
+}
 offhost() { # offhost STATS.json FAMILY -> calls of that family on a device backend (not forwarded to MPI)
   python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['collective']==sys.argv[2] and r['backend']!='mpi'))" "$1" "$2" 2>/dev/null || echo 0
 }
@@ -93,7 +96,7 @@ ops_suite() {
   $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
     -Xptxas -v -o $B/module.cubin $B/module.cu > $B/ptxas.txt 2>&1
   result $? "the kernel module (kernels.cu + ops.cu) compiles with nvcc"
-  grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers
+  echo "operation kernels with register counts in ops-ptxas.txt: $(grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers)"
   grep -E "error" $B/ptxas.txt | head -20
   for np in $(seq 1 "$NGPU"); do
     for algo in auto fused cublas; do
@@ -186,8 +189,9 @@ for np in $(seq 1 "$NGPU"); do
   for f in $fams; do
     [ "$(offhost $B/ns.$np.json $f)" -gt 0 ] || missing="$missing $f"
   done
+  [ "$(famon $B/ns.$np.json reduce_local fused)" -gt 0 ] || missing="$missing reduce_local-on-its-kernel"
   cmp -s $B/nbr.host.$np $B/nbrs.$np && [ $rc = 0 ] && [ -z "$missing" ]
-  result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend${missing:+ (not:$missing)}"
+  result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend, Reduce_local on collmux's kernel${missing:+ (not:$missing)}"
   [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
 done
 

@@ -387,6 +387,7 @@ int cmx_cuda_load(void);         /* 1 when libcuda is present */
 extern int cmx_cuda_present;     /* libcuda loaded */
 int cmx_mem_kind(const void *p); /* CMX_MEM_* of one pointer */
 int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure */
+int cmx_cuda_ctx_holds(const void *p); /* p was allocated in the current context */
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
 int cmx_cuda_sync(void *stream);
 int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
