@@ -27,15 +27,19 @@ import (
 	"collmux/internal/privfile"
 )
 
+//go:embed abi.h
+var abi string
+
 //go:embed kernels.cu
 var collectives string
 
 //go:embed ops.cu
 var ops string
 
-// Source is the module's CUDA C: kernels.cu, then ops.cu, which uses its
-// helpers (CMakeLists.txt joins them alike for nvcc).
-var Source = collectives + ops
+// Source is the module's CUDA C: abi.h (what the host side shares), then
+// kernels.cu, then ops.cu, which uses its helpers (CMakeLists.txt and
+// scripts/gpu-test.sh join them alike for nvcc).
+var Source = abi + collectives + ops
 
 // Collectives are those the kernels implement (fused/host.c takes only
 // these); for any other, the fused backend falls back to NCCL.

@@ -1,6 +1,6 @@
 /*
- * fused.h: what the fused backend's host side shares with its plan and
- * with the kernels (fused/kernels.cu, whose constants these must match).
+ * fused.h: what the fused backend's host side shares with its plan; what
+ * it shares with the kernels is abi.h.
  */
 #ifndef CMX_FUSED_H
 #define CMX_FUSED_H
@@ -8,17 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MAX_RANKS 8          /* CMX_MAX_RANKS in kernels.cu */
-#define MAX_BLOCKS 64        /* CMX_MAX_BLOCKS in kernels.cu */
-#define GRID 32              /* blocks of the resident kernel; a job uses 1 to GRID */
-#define LEAN_GRID 8          /* blocks of the resident kernel beside computation (cmx_comm.overlap) */
-#define LL_MAX (256u << 10)  /* CMX_LL_MAX in kernels.cu */
-#define LL_ONE (512 * 4 * 8) /* one block's LL batch: 512 threads, CMX_LL_BATCH lines of 8 bytes */
-#define SLOT (8u << 20)      /* one call's data in one rank's workspace */
+#include "abi.h" /* what the kernels share: CMX_MAX_RANKS, job codes, element types */
 
-/* Job codes, as in kernels.cu: the kind, a protocol flag, then (<< 8) the
- * type and op or the move's mode. */
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
+#define GRID 32                            /* blocks of the resident kernel; a job uses 1 to GRID */
+#define LEAN_GRID 8                        /* blocks of the resident kernel beside computation (cmx_comm.overlap) */
+#define LL_ONE (512 * CMX_LL_BATCH * 8)    /* one block's LL batch: 512 threads, CMX_LL_BATCH lines of 8 bytes */
+#define SLOT (8u << 20)                    /* one call's data in one rank's workspace */
 
 /* How the fused kernels run collective coll (CMX_COLL_ALLREDUCE,
  * _ALLGATHER, _ALLTOALL or _BCAST) of `bytes` (all-reduce: the message;

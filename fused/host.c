@@ -27,13 +27,13 @@
 #include "cmx.h"
 #include "fused.h"
 
-#define FLAGS_BYTES (MAX_BLOCKS * MAX_RANKS * 4)
+#define FLAGS_BYTES (CMX_MAX_BLOCKS * CMX_MAX_RANKS * 4)
 #define CTL_OFF (2 * (size_t)SLOT + FLAGS_BYTES)
 #define PROBE_OFF (CTL_OFF + 64) /* Ctl in kernels.cu fits in 64 bytes */
 #define LL_OFF (PROBE_OFF + 64)
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define WORKSPACE (LL_OFF + 2 * MAX_RANKS * 2 * (size_t)LL_MAX)
+#define WORKSPACE (LL_OFF + 2 * CMX_MAX_RANKS * 2 * (size_t)CMX_LL_MAX)
 
 /* Laid out as Bell and Ring in kernels.cu. */
 typedef struct {
@@ -49,7 +49,7 @@ typedef struct {
 /* the host writes the first cache line, the device the second */
 _Static_assert(offsetof(bell_t, done) == 64 && sizeof(bell_t) == 128, "bell_t is laid out as Bell in kernels.cu");
 typedef struct {
-	char *ws[MAX_RANKS];
+	char *ws[CMX_MAX_RANKS];
 	void *bell, *ctl;
 	uint64_t slot, ll_off, timeout_ns, linger_ns;
 	int n, me;
@@ -57,7 +57,7 @@ typedef struct {
 } ring_t;
 
 struct cmx_fused {
-	char *peer[MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
+	char *peer[CMX_MAX_RANKS]; /* every rank's workspace, mapped here (peer[me] is ours) */
 	int n, me;
 	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
@@ -73,8 +73,6 @@ struct cmx_fused {
 };
 
 /* ---- the module: compiled once per process ---- */
-/* element types in the order of the kernel's switch (run in kernels.cu) */
-enum { T_F32, T_F64, T_I32, T_U32, T_I64, T_U64, T_F16, T_BF16, T_I16, T_U16, T_I8, T_U8 };
 static void *module, *fn_ring;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
@@ -207,7 +205,7 @@ static struct cmx_fused *settle(cmx_comm *c, const cmx_ws_offer *o, uint64_t id,
 			w->pool = RETIRED;
 			continue;
 		}
-		char *peer[MAX_RANKS];
+		char *peer[CMX_MAX_RANKS];
 		for (int p = 0; p < c->size; p++)
 			peer[p] = w->peer[old[p]];
 		memcpy(w->peer, peer, sizeof peer);
@@ -270,7 +268,7 @@ const char *cmx_fused_placement(const char *host0, const char *bus0, size_t stri
 static void create(cmx_comm *c, uint64_t id)
 {
 	struct cmx_fused *f = calloc(1, sizeof *f);
-	char *none[MAX_RANKS];
+	char *none[CMX_MAX_RANKS];
 	int ok = f && add(f) && (f->stream = cmx_cuda_stream_high()) && (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (cmx_fused_map(c, ok, WORKSPACE, PROBE_OFF, f ? f->peer : none)) {
 		f->n = c->size, f->me = c->rank, f->id = id;
@@ -298,7 +296,7 @@ static void setup(cmx_comm *c, const void *buf)
 	} me, *all = calloc((size_t)c->size, sizeof me);
 	cmx_ws_offer *table = calloc((size_t)c->size * MAX_WORKSPACES, sizeof *table);
 	memset(&me, 0, sizeof me);
-	me.ok = all && table && c->size <= MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
+	me.ok = all && table && c->size <= CMX_MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
 		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 	me.algo = cmx_cfg.fused_algo;
@@ -317,7 +315,7 @@ static void setup(cmx_comm *c, const void *buf)
 	if (!why)
 		why = cmx_fused_placement(all[0].host, all[0].bus, sizeof *all, c->size);
 	uint64_t id = 0, new_id = why ? 0 : all[0].new_id;
-	int old[MAX_RANKS];
+	int old[CMX_MAX_RANKS];
 	uint32_t seq = 0;
 	if (!why) {
 		for (int p = 0; p < c->size; p++)

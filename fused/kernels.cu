@@ -15,9 +15,8 @@
 // own Ctl, a word for the set-up probe, and two LL areas (alternating
 // calls) of CMX_LL_SLOT per source rank, written by peers.
 
-#define CMX_MAX_RANKS 8
-#define CMX_MAX_BLOCKS 64
-#define CMX_LL_MAX (256 << 10)       // largest all-reduce sent LL
+// CMX_MAX_RANKS, CMX_LL_MAX, the job codes and the element types are in
+// abi.h, at the head of the module.
 #define CMX_LL_SLOT (2 * CMX_LL_MAX) // one source rank's LL lines
 
 typedef unsigned long long u64;
@@ -342,7 +341,6 @@ __device__ __forceinline__ void out8(char *p, uint2 v)
 // A thread's lines, CMX_LL_BATCH at a time (lines base + u * stride below
 // end): every load of a batch is issued before any result is used, so a
 // batch costs one memory latency, not one per line.
-#define CMX_LL_BATCH 4
 
 // the batch's lines from rank `from`, polled together until each carries
 // the job's number; after a timeout (err bit set) the thread stops waiting
@@ -475,7 +473,6 @@ __device__ __forceinline__ void move_ll(const Peers &P, const Call &C, const cha
 // A job as the host rings it: three 16-byte chunks in one host cache line,
 // each led by the job's sequence number. The device reads each chunk in one
 // load; when all three carry the new number, the job is whole.
-enum { JOB_ALLREDUCE, JOB_MOVE, JOB_EXIT, JOB_LL = 0x10, JOB_TWOSHOT = 0x20 };
 struct Bell {
 	u32 seq_a, code; // code: JOB_* [| JOB_LL or JOB_TWOSHOT] | (type*3+op or move mode) << 8
 	u64 in;
@@ -573,18 +570,16 @@ __device__ __forceinline__ int follow_job(const Ring &R, u32 last, Job *J)
 	}
 }
 
-// The cases of a switch on type * 3 + op (types in the order of
-// fused/host.c, ops sum, min, max), each running X(T, OP).
+// The cases of a switch on type * 3 + op (abi.h's element types; ops sum,
+// min, max), each running X(T, OP).
 #define OP_CASES(X, t, T, S, MI, MA)     \
 	case 3 * t: X(T, S); break;      \
 	case 3 * t + 1: X(T, MI); break; \
 	case 3 * t + 2: X(T, MA); break;
 #define PLAIN(X, t, T) OP_CASES(X, t, T, Sum<T>, Min<T>, Max<T>)
 #define HALF(X, t, T) OP_CASES(X, t, T, Half<Sum>, Half<Min>, Half<Max>)
-#define EVERY_TYPE(X)                                                                   \
-	PLAIN(X, 0, float) PLAIN(X, 1, double) PLAIN(X, 2, int) PLAIN(X, 3, unsigned)      \
-	PLAIN(X, 4, long long) PLAIN(X, 5, unsigned long long) HALF(X, 6, f16) HALF(X, 7, bf16) \
-	PLAIN(X, 8, short) PLAIN(X, 9, unsigned short) PLAIN(X, 10, signed char) PLAIN(X, 11, unsigned char)
+#define AR_TYPE(t, T, how) how(AR, t, T)
+#define RL_TYPE(t, T, how) how(RL, t, T)
 
 #define AR(T, OP) (ll ? allreduce_ll<T, OP>(P, C, in, out, J.n, J.nb) : allreduce<T, OP>(P, C, in, out, J.n, J.nb, two))
 
@@ -604,7 +599,7 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 		return;
 	}
 	switch (J.code >> 8) {
-		EVERY_TYPE(AR)
+		CMX_ELEMENT_TYPES(AR_TYPE)
 	}
 }
 
@@ -624,7 +619,7 @@ extern "C" __global__ void cmx_reduce_local(const void *in, void *inout, u64 n, 
 {
 	const bool swap = code >> 8;
 	switch (code & 0xff) {
-		EVERY_TYPE(RL)
+		CMX_ELEMENT_TYPES(RL_TYPE)
 	}
 }
 

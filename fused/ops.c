@@ -28,16 +28,13 @@
 #include "collmux.h"
 #include "fused.h"
 
-#define OPS_TILES 4096 /* CMX_OPS_TILES in ops.cu */
-#define OPS_THREADS 256 /* CMX_OPS_THREADS */
-#define OPS_RW 4        /* CMX_OPS_RW */
-#define OPS_FLAGS ((size_t)2 * OPS_TILES * MAX_RANKS * 8)
+#define OPS_FLAGS ((size_t)2 * CMX_OPS_TILES * CMX_MAX_RANKS * 8)
 #define OPS_MIN (16u << 20) /* a workspace's least size: room for GEMVs of m x batch to 1 Mi (64 Ki rows at batch 16) on 2 ranks */
 #define OPS_MAX 16
 
 /* Laid out as OpsCall and Gemv in ops.cu. */
 typedef struct {
-	char *ws[MAX_RANKS];
+	char *ws[CMX_MAX_RANKS];
 	uint64_t flags, data;
 	int n, me;
 	uint32_t seq, shape;
@@ -53,7 +50,7 @@ typedef struct {
 } gemv_t;
 
 struct cmx_ops {
-	char *peer[MAX_RANKS]; /* every rank's ops workspace, mapped here */
+	char *peer[CMX_MAX_RANKS]; /* every rank's ops workspace, mapped here */
 	size_t cap;            /* bytes of each */
 	uint32_t seq;          /* the last call's number, the same on every rank */
 	volatile uint32_t *err; /* the kernels' reports (ops_call_t.err), host-mapped */
@@ -118,7 +115,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		pthread_mutex_unlock(&ops_mu);
 		me.algo = cmx_cfg.ops_algo;
 		me.args = args;
-		me.ok = all && c->size <= MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
+		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
 			cmx_fused_kernel("cmx_ring") && cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 		if (me.ok) {
 			me.sms = cmx_cuda_sm_count();
@@ -138,7 +135,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			sms = all[p].sms < sms ? all[p].sms : sms; /* the tiles' shape must be the same on every rank */
 			cublas &= all[p].cublas;
 			if (!all[p].ok)
-				why = c->size > MAX_RANKS ? "it has more than 8 ranks"
+				why = c->size > CMX_MAX_RANKS ? "it has more than 8 ranks"
 							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
 			else if (!all[p].room)
 				why = "some rank made as many ops workspaces as a process may (16)";
@@ -250,7 +247,7 @@ static int begin(struct cmx_ops *o, void *stream, ops_call_t *O, cmx_comm *c, ui
 	for (int p = 0; p < c->size; p++)
 		O->ws[p] = o->peer[p];
 	const int half = (int)(o->seq & 1);
-	O->flags = (uint64_t)half * OPS_TILES * MAX_RANKS * 8;
+	O->flags = (uint64_t)half * CMX_OPS_TILES * CMX_MAX_RANKS * 8;
 	O->data = OPS_FLAGS + (uint64_t)half * ((o->cap - OPS_FLAGS) / 2 & ~(size_t)255);
 	O->n = c->size, O->me = c->rank;
 	O->seq = o->seq, O->shape = shape;
@@ -333,7 +330,7 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	cmx_comm *c = comm_of(fn, comm);
 	if (!c)
 		return -1;
-	if ((uint64_t)m > (uint64_t)OPS_TILES * 8 * OPS_RW || k > INT_MAX - 4096)
+	if ((uint64_t)m > (uint64_t)CMX_OPS_TILES * 8 * CMX_OPS_RW || k > INT_MAX - 4096)
 		return fail(fn, c, "m is larger than 131072, or k than 2^31 - 4097");
 	if (m == 0) /* every rank passes the same m */
 		return 0;
@@ -365,14 +362,14 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 		long long ldy;
 		int m, batch, rows;
 		_Bool pull;
-	} S = {y, ldy, m, batch, OPS_THREADS, !fused}; /* SumTo in ops.cu */
+	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused}; /* SumTo in ops.cu */
 	void *sum_args[] = {&O, &S};
 	snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
 	void *fsum = kernel(name, &sum_k[dtype]);
 	if (fused) {
 		/* the batch rounded up to a kernel's; the rows a warp computes:
 		 * as many as leave two tiles for each multiprocessor */
-		int nbi = 0, rw = OPS_RW;
+		int nbi = 0, rw = CMX_OPS_RW;
 		while ((1 << nbi) < batch)
 			nbi++;
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
@@ -409,10 +406,10 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's tiles until they time out, and turns the operations off
 	 * here. */
-	const int ok = (fused ? cmx_cuda_launch(f, grid, OPS_THREADS, stream, args)
+	const int ok = (fused ? cmx_cuda_launch(f, grid, CMX_OPS_THREADS, stream, args)
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       cmx_cuda_launch(fsum, sgrid, OPS_THREADS, stream, sum_args) && end(o, stream);
+		       cmx_cuda_launch(fsum, sgrid, CMX_OPS_THREADS, stream, sum_args) && end(o, stream);
 	if (!ok) {
 		char msg[128];
 		c->ops_state = -1;
@@ -421,8 +418,6 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	}
 	return 0;
 }
-
-#define OPS_EMB_TABLES 128 /* CMX_OPS_EMB_TABLES in ops.cu */
 
 CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int dim, long long batch, int tables,
 					  int table_first, int tables_total, const void *weights, const long long *rows,
@@ -434,7 +429,7 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
-	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables < 0 || tables > OPS_EMB_TABLES ||
+	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables < 0 || tables > CMX_OPS_EMB_TABLES ||
 	    table_first < 0 || tables_total < 1 || table_first + tables > tables_total || (tables && !rows))
 		return fail(fn, NULL, "needs a pooling mode, dim >= 1, batch >= 0, 0 <= tables <= 128 and 0 <= table_first, "
 				      "table_first + tables <= tables_total");
@@ -467,7 +462,7 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 		long long batch;
 		int dim, tables, table_first, tables_total, mean;
 		_Bool vec;
-		long long rows[OPS_EMB_TABLES + 1];
+		long long rows[CMX_OPS_EMB_TABLES + 1];
 	} E = {weights, offsets, indices, out, batch, dim, tables, table_first, tables_total, mode == COLLMUX_POOL_MEAN,
 	       dim % 4 == 0 && (uintptr_t)weights % (4 * es) == 0 && (uintptr_t)out % (4 * es) == 0, {0}}; /* Emb in ops.cu */
 	if (tables)
@@ -481,13 +476,13 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
-	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = OPS_THREADS / 32;
-	const uint64_t lblocks = (L.bytes + (uint64_t)OPS_THREADS * 16 - 1) / ((uint64_t)OPS_THREADS * 16);
+	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = CMX_OPS_THREADS / 32;
+	const uint64_t lblocks = (L.bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
 	const unsigned lgrid = (unsigned)(lblocks < 1 ? 1 : lblocks < 2u * (unsigned)o->sms ? lblocks : 2u * (unsigned)o->sms);
 	void *pargs[] = {&O, &E}, *largs[] = {&O, &L};
 	const int ok = (!bags || (bags + warps - 1) / warps < 0x7fffffffu) &&
-		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), OPS_THREADS, stream, pargs)) &&
-		       cmx_cuda_launch(fland, lgrid, OPS_THREADS, stream, largs) && end(o, stream);
+		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), CMX_OPS_THREADS, stream, pargs)) &&
+		       cmx_cuda_launch(fland, lgrid, CMX_OPS_THREADS, stream, largs) && end(o, stream);
 	if (!ok) {
 		char msg[96];
 		c->ops_state = -1;

@@ -24,10 +24,7 @@
 // s+1, which this rank raises only once its kernel s, the reader of that
 // half, is done.
 
-#define CMX_OPS_TILES 4096
-#define CMX_OPS_THREADS 256 // 8 warps a block
-#define CMX_OPS_RW 4        // the most rows a warp computes in one tile
-#define CMX_OPS_EMB_TABLES 128 // the most tables a rank owns in one embedding call
+// CMX_OPS_TILES, CMX_OPS_THREADS, CMX_OPS_RW and CMX_OPS_EMB_TABLES are in abi.h.
 
 CMX_LD(ld_acquire64, u64, "ld.acquire.sys.global.u64", "l")
 CMX_ST(st_release64, u64, "st.release.sys.global.u64", "l")

@@ -11,7 +11,7 @@
 #include "fused.h"
 
 /* a two-shot job's second barrier uses the second half of the flags */
-_Static_assert(GRID <= MAX_BLOCKS / 2, "two-shot all-reduce needs MAX_BLOCKS / 2 rows of flags");
+_Static_assert(GRID <= CMX_MAX_BLOCKS / 2, "two-shot all-reduce needs CMX_MAX_BLOCKS / 2 rows of flags");
 
 int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *proto, uint32_t *nb)
 {
@@ -25,7 +25,7 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
 	 * ahead of its receivers (kernels.cu, move_ll). A forced algorithm
 	 * sends the moves through the slots too (so the GPU suite runs both
 	 * ways of every collective). */
-	if (algo == CMX_ALGO_AUTO && coll != CMX_COLL_BCAST && bytes <= LL_MAX && bytes % 8 == 0)
+	if (algo == CMX_ALGO_AUTO && coll != CMX_COLL_BCAST && bytes <= CMX_LL_MAX && bytes % 8 == 0)
 		*proto = JOB_LL;
 	else if (coll == CMX_COLL_ALLREDUCE && (algo == CMX_ALGO_TWOSHOT || (algo == CMX_ALGO_AUTO && ranks > 2)))
 		*proto = JOB_TWOSHOT;
@@ -46,7 +46,7 @@ uint32_t cmx_fused_prev_seq(uint32_t s) { return s <= 1 ? SEQ_LAST : s - 1; }
 
 uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq)
 {
-	if (ranks < 1 || ranks > MAX_RANKS)
+	if (ranks < 1 || ranks > CMX_MAX_RANKS)
 		return 0;
 	for (int i = 0; i < MAX_WORKSPACES; i++) {
 		const uint64_t id = offers[i].id;

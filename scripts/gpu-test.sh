@@ -92,10 +92,10 @@ overlap_suite() {
 # compiles with nvcc too (its registers and spills on record), and every
 # operation gives the exact reference bit for bit on 1 to NGPU ranks.
 ops_suite() {
-  cat fused/kernels.cu fused/ops.cu > $B/module.cu
+  cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/module.cu
   $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
     -Xptxas -v -o $B/module.cubin $B/module.cu > $B/ptxas.txt 2>&1
-  result $? "the kernel module (kernels.cu + ops.cu) compiles with nvcc"
+  result $? "the kernel module (abi.h + kernels.cu + ops.cu) compiles with nvcc"
   echo "operation kernels with register counts in ops-ptxas.txt: $(grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers)"
   grep -E "error" $B/ptxas.txt | head -20
   for np in $(seq 1 "$NGPU"); do
@@ -248,7 +248,7 @@ grep "^first use" $B/cf.out
 # loaded from collmux-kernels/ beside the library instead of NVRTC
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
-cat fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
+cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
 $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
 run "$NGPU" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
 grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out

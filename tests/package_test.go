@@ -177,7 +177,7 @@ func TestAheadOfTimeKernelsName(t *testing.T) {
 		entries, _ := os.ReadDir(filepath.Join(build, fused.AOTDir))
 		t.Fatalf("no image named %s (found %v); got %q from %q", fused.AOTName(90), entries, img, path)
 	}
-	// nvcc compiled the module as the library compiles it: kernels.cu, then ops.cu
+	// nvcc compiled the module as the library compiles it: abi.h, kernels.cu, then ops.cu
 	if src, err := os.ReadFile(joined); err != nil || string(src) != fused.Source {
 		t.Errorf("%s is not fused.Source: %v", joined, err)
 	}
