@@ -85,13 +85,20 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 			logf("warning: %s", w)
 		}
 	}
-	if len(c.NCCLLib) >= len(cfg.nccl_lib) {
-		fatalf("COLLMUX_NCCL_LIB is longer than %d bytes", len(cfg.nccl_lib)-1)
-	}
-	for i := 0; i < len(c.NCCLLib); i++ {
-		cfg.nccl_lib[i] = C.char(c.NCCLLib[i])
-	}
+	cfg.topo_nodes = C.int(c.TopoNodes)
+	cString("COLLMUX_NCCL_LIB", c.NCCLLib, cfg.nccl_lib[:])
+	cString("COLLMUX_NVRTC_LIB", c.NVRTCLib, cfg.nvrtc_lib[:])
 	applyRules(c.Rules, cfg, table)
+}
+
+// cString copies variable name's value s into the C array dst, NUL-terminated.
+func cString(name, s string, dst []C.char) {
+	if len(s) >= len(dst) {
+		fatalf("%s is longer than %d bytes", name, len(dst)-1)
+	}
+	for i := 0; i < len(s); i++ {
+		dst[i] = C.char(s[i])
+	}
 }
 
 // Rules in force can change (collmux_set_rules), but statistics and the

@@ -18,7 +18,7 @@ static struct {
 
 static void *open_nvrtc(void)
 {
-	const char *env = getenv("COLLMUX_NVRTC_LIB");
+	const char *env = cmx_cfg.nvrtc_lib[0] ? cmx_cfg.nvrtc_lib : NULL;
 	const char *names[] = {env, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
 			       "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
 			       "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", NULL};

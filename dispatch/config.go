@@ -47,6 +47,8 @@ type Config struct {
 	Check      bool      // COLLMUX_CHECK: verify on every call that ranks agree
 	Overlap    bool      // COLLMUX_OVERLAP: every communicator's device collectives run beside computation
 	NCCLLib    string    // COLLMUX_NCCL_LIB: NCCL library to load
+	NVRTCLib   string    // COLLMUX_NVRTC_LIB: NVRTC library to load ("": the usual names)
+	TopoNodes  int       // COLLMUX_TOPO_OVERRIDE: nodes each communicator's ranks pretend to sit on (tests)
 	Timeout    int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
 	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
 	Unordered  bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
@@ -332,7 +334,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.Check, err = boolVar(getenv, "COLLMUX_CHECK"); err != nil {
 		return c, err
 	}
-	c.NCCLLib = getenv("COLLMUX_NCCL_LIB")
+	c.NCCLLib, c.NVRTCLib = getenv("COLLMUX_NCCL_LIB"), getenv("COLLMUX_NVRTC_LIB")
+	if c.TopoNodes, err = intVar(getenv, "COLLMUX_TOPO_OVERRIDE", 1, 1, 1<<20, "a positive number of nodes"); err != nil {
+		return c, err
+	}
 	if c.Timeout, err = intVar(getenv, "COLLMUX_TIMEOUT", DefaultTimeout, 1, 1<<30, "a positive number of seconds"); err != nil {
 		return c, err
 	}

@@ -21,6 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		linger  int // 0: the default, DefaultLingerUS; -1: 0
 		unord   bool
 		algo    FusedAlgo
+		nodes   int // 0: the default, 1
 		err     string
 	}{
 		{env: nil},
@@ -55,6 +56,9 @@ func TestLoadConfig(t *testing.T) {
 		{env: map[string]string{"COLLMUX_FUSED_ALGO": "oneshot"}, algo: AlgoOneShot},
 		{env: map[string]string{"COLLMUX_FUSED_ALGO": " twoshot "}, algo: AlgoTwoShot},
 		{env: map[string]string{"COLLMUX_FUSED_ALGO": "ring"}, err: "COLLMUX_FUSED_ALGO"},
+		{env: map[string]string{"COLLMUX_TOPO_OVERRIDE": "2"}, nodes: 2},
+		{env: map[string]string{"COLLMUX_TOPO_OVERRIDE": "two"}, err: "COLLMUX_TOPO_OVERRIDE"},
+		{env: map[string]string{"COLLMUX_TOPO_OVERRIDE": "0"}, err: "COLLMUX_TOPO_OVERRIDE"},
 	}
 	for _, tc := range cases {
 		c, err := LoadConfig(func(k string) string { return tc.env[k] })
@@ -64,14 +68,15 @@ func TestLoadConfig(t *testing.T) {
 			}
 			continue
 		}
-		timeout, linger := DefaultTimeout, DefaultLingerUS
+		timeout, linger, nodes := DefaultTimeout, DefaultLingerUS, max(tc.nodes, 1)
 		if tc.timeout != 0 {
 			timeout = tc.timeout
 		}
 		if tc.linger != 0 {
 			linger = max(tc.linger, 0)
 		}
-		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log || c.Timeout != timeout || c.LingerUS != linger || c.Unordered != tc.unord || c.FusedAlgo != tc.algo {
+		if err != nil || c.Stats != tc.stats || c.StatsPath != tc.path || c.Log != tc.log || c.Timeout != timeout || c.LingerUS != linger || c.Unordered != tc.unord || c.FusedAlgo != tc.algo ||
+			c.TopoNodes != nodes {
 			t.Errorf("%v: got %+v, %v", tc.env, c, err)
 		}
 	}

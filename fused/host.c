@@ -18,7 +18,6 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -507,93 +506,94 @@ static void turn_off(cmx_comm *c, struct cmx_fused *f)
 	stop(f);
 }
 
-/* How the MPI's own MIN or MAX of a datatype picks between in and inout
- * where neither is strictly better (ties of +0 and -0, NaNs), and whether
- * it compares as the type's values: asked of the MPI once per datatype and
- * op, on host pairs that tell the rules apart. 0: inout only where strictly
- * better (MPICH's), the kernel's OP::f(in, inout); 1: in only where
- * strictly better (Open MPI's), the arguments swapped; -1: neither (MPICH
- * 4.0 compares MPI_UNSIGNED as signed), so the call is staged. */
-#define PAIRS(T, fp)                                                                                                  \
-	{                                                                                                             \
-		T in[8] = {(T)0.0, (T)-0.0, fp ? (T)NAN : (T)3, (T)1, (T)1, (T)2, (T)-1, (T)1};                         \
-		T io[8] = {(T)-0.0, (T)0.0, (T)1, fp ? (T)NAN : (T)3, (T)2, (T)1, (T)1, (T)-1};                         \
-		T mine[2][8];                                                                                         \
-		for (int i = 0; i < 8; i++) {                                                                         \
-			const int lt = max ? io[i] > in[i] : io[i] < in[i], gt = max ? in[i] > io[i] : in[i] < io[i]; \
-			mine[0][i] = lt ? io[i] : in[i], mine[1][i] = gt ? in[i] : io[i];                             \
-		}                                                                                                     \
-		cmx_args b = {.fn = CMX_FN_REDUCE_LOCAL, .coll = CMX_COLL_REDUCE_LOCAL, .sbuf = in, .rbuf = io,       \
-			      .scount = 8, .rcount = 8, .stype = a->rtype, .rtype = a->rtype, .op = a->op, .root = -1};  \
-		if (cmx_forward(&b) != 0)                                                                             \
-			return -1;                                                                                    \
-		return !memcmp(io, mine[0], sizeof io) ? 0 : !memcmp(io, mine[1], sizeof io) ? 1 : -1;                \
+/* Whether the MPI's own op on this integer datatype gives what C does
+ * (a sum that wraps, a min or max of the type's values), which the kernel
+ * gives: asked of the MPI once per datatype and op, on host values that
+ * overflow and that have the top bit set, over an array long enough for
+ * an MPI's vector loop and its scalar tail. Not all do: Open MPI 4.1's
+ * vector sum of 8- and 16-bit unsigned integers saturates, and MPICH 4.0
+ * compares MPI_UNSIGNED as signed; such calls are staged, so the program
+ * gets its MPI's answer. */
+#define PROBE 131
+#define AGREES(T)                                                                                            \
+	{                                                                                                    \
+		T in[PROBE], io[PROBE], want[PROBE];                                                         \
+		for (int i = 0; i < PROBE; i++) {                                                            \
+			in[i] = (T)((i % 3 ? -1 : 1) * (i + 1)), io[i] = (T)((i % 2 ? 1 : -1) * (3 * i + 2)); \
+			want[i] = op == CMX_OP_SUM ? (T)(in[i] + io[i]) : (op == CMX_OP_MIN) == (io[i] < in[i]) ? io[i] : in[i]; \
+		}                                                                                            \
+		cmx_args b = {.fn = CMX_FN_REDUCE_LOCAL, .coll = CMX_COLL_REDUCE_LOCAL, .sbuf = in, .rbuf = io, \
+			      .scount = PROBE, .rcount = PROBE, .stype = a->rtype, .rtype = a->rtype, .op = a->op, .root = -1}; \
+		return cmx_forward(&b) == 0 && memcmp(io, want, sizeof io) == 0;                             \
 	}
 
-static int ask_rule(const cmx_args *a, int t)
+static int ask_mpi(const cmx_args *a, int t)
 {
-	const int max = a->opk == CMX_OP_MAX;
+	const int op = a->opk;
 	switch (t) {
-	case T_F32: PAIRS(float, 1)
-	case T_F64: PAIRS(double, 1)
-	case T_I32: PAIRS(int32_t, 0)
-	case T_U32: PAIRS(uint32_t, 0)
-	case T_I64: PAIRS(int64_t, 0)
-	case T_U64: PAIRS(uint64_t, 0)
-	case T_I16: PAIRS(int16_t, 0)
-	case T_U16: PAIRS(uint16_t, 0)
-	case T_I8: PAIRS(int8_t, 0)
-	case T_U8: PAIRS(uint8_t, 0)
+	case T_I32: AGREES(int32_t)
+	case T_U32: AGREES(uint32_t)
+	case T_I64: AGREES(int64_t)
+	case T_U64: AGREES(uint64_t)
+	case T_I16: AGREES(int16_t)
+	case T_U16: AGREES(uint16_t)
+	case T_I8: AGREES(int8_t)
+	case T_U8: AGREES(uint8_t)
 	}
-	return -1; /* 16-bit floats: staged */
+	return 0;
 }
 
-static int pick_rule(const cmx_args *a, int t)
+static int mpi_agrees(const cmx_args *a, int t)
 {
 	typedef struct {
 		cmx_h type, op;
-		int rule;
+		int agrees;
 	} answer;
 	static answer known[32];
 	static int nknown;
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	int rule = -2;
+	int agrees = -1;
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < nknown && rule == -2; i++)
+	for (int i = 0; i < nknown && agrees < 0; i++)
 		if (known[i].type == a->rtype && known[i].op == a->op)
-			rule = known[i].rule;
-	if (rule == -2) {
-		rule = ask_rule(a, t);
+			agrees = known[i].agrees;
+	if (agrees < 0) {
+		agrees = ask_mpi(a, t);
 		if (nknown < 32)
-			known[nknown++] = (answer){a->rtype, a->op, rule};
+			known[nknown++] = (answer){a->rtype, a->op, agrees};
 	}
 	pthread_mutex_unlock(&mu);
-	return rule;
+	return agrees;
 }
 
-/* MPI_Reduce_local of a predefined op the kernels have (sum, min, max)
- * on device buffers of one context, the one the module was loaded in (a
- * launch elsewhere fails, and the call is staged). Blocking: the result is
- * in inoutbuf when the call returns. A sum's bits are the MPI's but for a
- * NaN's payload. */
+/* MPI_Reduce_local on device buffers of one context, the one the module
+ * was loaded in (a launch elsewhere fails, and the call is staged), where
+ * the kernel gives the MPI's answer: the sum of floating types (IEEE
+ * addition is exact whichever operand comes first; a NaN's payload is the
+ * hardware's), and the sum, min and max of integers where the MPI agrees
+ * with C. Staged: the min and max of floating types (Open MPI keeps
+ * either operand of a tie of +0 and -0, or of a NaN, depending on where
+ * the element falls in its vector loop), other ops, 16-bit floats.
+ * Blocking: the result is in inoutbuf when the call returns. */
 static int reduce_local(const cmx_args *a, int *rc)
 {
 	static void *fn;
 	const int64_t n = a->rcount;
-	int t, o, swap = 0;
+	const int fp = a->kind[1] >= CMX_KIND_FLOAT16 && a->kind[1] <= CMX_KIND_LONGDOUBLE;
+	int t, o;
 	if (a->kind[1] < 0 || (t = type_of(a->kind[1])) < 0 || (o = op_of(a->opk)) < 0 || n < 0 ||
 	    ((uintptr_t)a->sbuf | (uintptr_t)a->rbuf) % (unsigned)a->size[1])
 		return 0;
 	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
 	if (!f && (f = cmx_fused_kernel("cmx_reduce_local")))
 		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-	if (!f || !cmx_cuda_ctx_for(a->rbuf) || !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) ||
-	    (a->opk != CMX_OP_SUM && (swap = pick_rule(a, t)) < 0))
+	if ((fp && (a->opk != CMX_OP_SUM || t == T_F16 || t == T_BF16)) || !f || !cmx_cuda_ctx_for(a->rbuf) ||
+	    !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) || (!fp && !mpi_agrees(a, t)))
 		return 0;
 	if (n == 0)
 		return *rc = 0, 1;
 	uint64_t count = (uint64_t)n;
-	uint32_t code = (uint32_t)(t * 3 + o) | (uint32_t)swap << 8;
+	uint32_t code = (uint32_t)(t * 3 + o);
 	const void *in = a->sbuf;
 	void *inout = a->rbuf;
 	void *args[] = {&in, &inout, &count, &code};

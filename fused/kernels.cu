@@ -604,21 +604,17 @@ __device__ __forceinline__ void run(const Ring &R, const Job &J)
 }
 
 // ---- MPI_Reduce_local on device memory: inout[i] = in[i] op inout[i] ----
-// Min and Max's f(a, b) keep b only where it compares strictly smaller
-// (larger): f(in, inout) picks as MPICH does where neither is (ties of +0
-// and -0, NaNs), f(inout, in) as Open MPI does; the host says which
-// (swap, from how the MPI itself picked).
-template <typename T, typename OP> __device__ __forceinline__ void reduce_local(const T *in, T *inout, u64 n, bool swap)
+// (fused/host.c sends only what gives the MPI's own answer this way)
+template <typename T, typename OP> __device__ __forceinline__ void reduce_local(const T *in, T *inout, u64 n)
 {
 	for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-		inout[i] = swap ? OP::f(inout[i], in[i]) : OP::f(in[i], inout[i]);
+		inout[i] = OP::f(in[i], inout[i]);
 }
-#define RL(T, OP) reduce_local<T, OP>((const T *)in, (T *)inout, n, swap)
+#define RL(T, OP) reduce_local<T, OP>((const T *)in, (T *)inout, n)
 
 extern "C" __global__ void cmx_reduce_local(const void *in, void *inout, u64 n, u32 code)
 {
-	const bool swap = code >> 8;
-	switch (code & 0xff) {
+	switch (code) {
 		CMX_ELEMENT_TYPES(RL_TYPE)
 	}
 }

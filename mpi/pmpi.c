@@ -364,8 +364,7 @@ static void resolve_pmpi(void)
 
 void cmx_node_name(int rank, int size, char *buf, int len)
 {
-	const char *topo = getenv("COLLMUX_TOPO_OVERRIDE");
-	int nodes = topo ? atoi(topo) : 1;
+	const int nodes = cmx_cfg.topo_nodes;
 	memset(buf, 0, (size_t)len);
 	gethostname(buf, (size_t)len - 8);
 	if (nodes > 1)

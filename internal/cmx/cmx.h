@@ -253,7 +253,9 @@ typedef struct {
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */
 	int shape_rules;     /* some rule depends on communicator shape: routes per communicator */
 	int nvlink_rules;    /* some rule depends on the NVLink class: shapes must learn it */
-	char nccl_lib[256];
+	int topo_nodes;      /* COLLMUX_TOPO_OVERRIDE (tests): each communicator's ranks pretend to sit on this many nodes */
+	char nccl_lib[256];  /* COLLMUX_NCCL_LIB */
+	char nvrtc_lib[256]; /* COLLMUX_NVRTC_LIB ("": the usual names) */
 } cmx_config;
 
 /* Routes, compiled by package dispatch from the rule list: for each
