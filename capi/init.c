@@ -2,8 +2,9 @@
 
 /*
  * init.c: the one-time set-up of collmux inside an MPI process: the real
- * MPI (mpi/pmpi.c), the configuration (Go), the CUDA driver; then, once
- * MPI is initialised, the per-communicator keyval and the finalize hook.
+ * MPI (mpi/pmpi.c), the configuration (Go), the CUDA driver; then, as
+ * MPI_Init returns, the router's set-up (dispatch/setup.c) and the check
+ * that every rank routes alike.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -64,110 +65,6 @@ void cmx_set_fast_paths(void)
 
 void cmx_init(void) { pthread_once(&init_once, init_once_fn); }
 
-/* ---- set-up that needs an initialised MPI ---- */
-
-static int copy_nothing(cmx_h comm, int keyval, void *extra, void *in, void *out, int *flag)
-{
-	(void)comm, (void)keyval, (void)extra, (void)in, (void)out;
-	*flag = 0; /* a duplicated communicator starts without collmux state */
-	return 0;
-}
-
-static int comm_state_deleted(cmx_h comm, int keyval, void *val, void *extra)
-{
-	(void)comm, (void)keyval, (void)extra;
-	cmx_backends_release(val);
-	free(val);
-	__atomic_fetch_sub(&cmx_live_comms, 1, __ATOMIC_RELAXED);
-	return 0;
-}
-
-/* Statistics at finalize: the sums over MPI_COMM_WORLD reach every rank
- * (they name the cells any rank used), then one gather brings rank 0 each
- * rank's host name and its counters of those cells alone: rank 0 holds
- * ranks × (CMX_HOSTLEN + 24 × cells used) bytes, not the whole table per
- * rank. One snapshot feeds both, so the per-rank counters add up to the
- * sums. */
-static void report_stats(void)
-{
-	enum { NCELL = CMX_NCOLL * CMX_NBACKEND * CMX_NBUCKET, HOSTW = CMX_HOSTLEN / 8 };
-	static cmx_stat mine[NCELL], total[NCELL];
-	static int32_t rules[NCELL];
-	int rank = 0, size = 1;
-	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
-	cmx_px.Comm_size(cmx_abi.comm_world, &size);
-	cmx_energy_flush();
-	memcpy(mine, cmx_stats, sizeof mine);
-	_Static_assert(sizeof(cmx_stat) == 4 * sizeof(uint64_t), "cmx_stat is four counters");
-	if (cmx_px.Allreduce(mine, total, 4 * NCELL, cmx_abi.uint64, cmx_abi.op_sum, cmx_abi.comm_world) != 0 ||
-	    cmx_px.Reduce(cmx_stat_rule, rules, NCELL, cmx_abi.int_, cmx_abi.op_max, 0, cmx_abi.comm_world) != 0)
-		return;
-	int used = 0;
-	for (int i = 0; i < NCELL; i++)
-		used += total[i].calls != 0;
-	int words = HOSTW + 3 * used;
-	uint64_t *row = calloc((size_t)words, sizeof *row), *all = rank == 0 ? malloc((size_t)size * words * sizeof *all) : NULL;
-	if (!row || (rank == 0 && !all))
-		cmx_fatal("no memory for the statistics of %d ranks", size); /* the gather needs every rank */
-	cmx_node_name(rank, size, (char *)row, CMX_HOSTLEN);
-	for (int i = 0, j = HOSTW; i < NCELL; i++)
-		if (total[i].calls) {
-			row[j++] = mine[i].calls;
-			row[j++] = mine[i].bytes;
-			row[j++] = mine[i].ns;
-		}
-	if (cmx_px.Gather(row, words, cmx_abi.uint64, all, words, cmx_abi.uint64, 0, cmx_abi.comm_world) == 0 && rank == 0)
-		collmux_go_report(&total[0].calls, rules, size, all, used);
-	free(row);
-	free(all);
-}
-
-/* MPI deletes the attributes of MPI_COMM_SELF first thing in MPI_Finalize,
- * whichever binding called it, while MPI is still fully usable. */
-static int finalize_hook(cmx_h comm, int keyval, void *val, void *extra)
-{
-	(void)comm, (void)keyval, (void)val, (void)extra;
-	cmx_req_finalize();
-	cmx_backends_finalize();
-	if (cmx_cfg.stats)
-		report_stats();
-	if (cmx_cfg.trace)
-		cmx_trace_write();
-	__atomic_store_n(&cmx_state.finalized, 1, __ATOMIC_RELEASE);
-	return 0;
-}
-
-/* Log lines name the rank in MPI_COMM_WORLD once MPI can tell it. */
-static void learn_rank(void)
-{
-	int rank = -1;
-	if (!__atomic_load_n(&cmx_state.log_rank, __ATOMIC_RELAXED) && cmx_px.Comm_rank(cmx_abi.comm_world, &rank) == 0 && rank >= 0)
-		__atomic_store_n(&cmx_state.log_rank, rank + 1, __ATOMIC_RELAXED);
-}
-
-static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
-
-int cmx_mpi_setup(void)
-{
-	if (CMX_LIKELY(__atomic_load_n(&cmx_state.mpi_set, __ATOMIC_ACQUIRE)))
-		return !cmx_state.finalized;
-	int ok = 0, inited = 0, fin = 0;
-	pthread_mutex_lock(&setup_mu);
-	if (cmx_state.mpi_set) {
-		ok = !cmx_state.finalized;
-	} else if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin) {
-		cmx_px.Comm_create_keyval(copy_nothing, comm_state_deleted, &cmx_state.comm_keyval, NULL);
-		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
-		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);
-		learn_rank();
-		cmx_mpi_probe(); /* before any call is routed: it changes how datatypes decode */
-		__atomic_store_n(&cmx_state.mpi_set, 1, __ATOMIC_RELEASE);
-		ok = 1;
-	}
-	pthread_mutex_unlock(&setup_mu);
-	return ok;
-}
-
 /* Every rank must route alike, or a collective would hang with one rank in
  * NCCL and another in MPI: the rule sets (defaults, tuning table,
  * COLLMUX_RULES) are compared over MPI_COMM_WORLD once, at MPI_Init, the
@@ -215,7 +112,7 @@ int cmx_after_init(int rc)
 		pthread_once(&once, register_at_exit);
 	if (rc != 0 || cmx_cfg.disable)
 		return rc;
-	learn_rank();
+	cmx_learn_rank();
 	if (!cmx_state.forward_only && cmx_mpi_setup()) {
 		check_same_rules();
 		if (cmx_cfg.trace)

@@ -204,23 +204,13 @@ void cmx_ops_release(cmx_comm *c)
 	c->ops_state = -1;
 }
 
-/* What the arguments of every operation need before its kernel: MPI up,
- * collmux's state of the communicator (Fortran handle `comm`), and no
- * failure reported by an earlier kernel. */
-static cmx_comm *comm_of(const char *fn, int comm)
+/* What the arguments of every operation need before its kernel: the
+ * communicator's state (capi/ops.c found it, or why not), not an
+ * intercommunicator, and no failure reported by an earlier kernel. */
+static cmx_comm *comm_of(const char *fn, cmx_comm *c, const char *why)
 {
-	int rc = 0;
-	cmx_init();
-	if (cmx_cfg.disable || !cmx_mpi_setup() || (!cmx_px.Comm_f2c && !cmx_abi.int_handles)) {
-		fail(fn, NULL, "MPI is not initialised, or collmux is disabled (COLLMUX_DISABLE)");
-		return NULL;
-	}
-	/* MPICH's MPI_Comm_f2c is a cast (a macro, no function); Open MPI's
-	 * gives NULL for a handle it never gave */
-	const cmx_h h = cmx_px.Comm_f2c ? cmx_px.Comm_f2c(comm) : (cmx_h)(unsigned)comm;
-	cmx_comm *c = h ? cmx_comm_get(h, &rc) : NULL;
 	if (!c) {
-		fail(fn, NULL, "not a valid communicator (pass MPI_Comm_c2f(comm), or comm.py2f() in mpi4py)");
+		fail(fn, NULL, why);
 		return NULL;
 	}
 	if (c->inter) {
@@ -315,8 +305,8 @@ static int gemv_form_for(cmx_comm *c, int batch, const void *buf, const char **w
 	return form;
 }
 
-CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
-				      const void *x, long long ldx, void *y, long long ldy)
+int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int m, int k, int batch, const void *a,
+			   long long lda, const void *x, long long ldx, void *y, long long ldy)
 {
 	static const char fn[] = "collmux_gemv_allreduce";
 	static const int esize[] = {4, 2, 2}; /* COLLMUX_FLOAT32, _FLOAT16, _BFLOAT16 */
@@ -327,7 +317,7 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	if (m < 0 || k < 0 || batch < 1 || batch > 16 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX ||
 	    ldy > INT_MAX)
 		return fail(fn, NULL, "needs m >= 0, k >= 0, 1 <= batch <= 16, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31");
-	cmx_comm *c = comm_of(fn, comm);
+	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
 		return -1;
 	if ((uint64_t)m > (uint64_t)CMX_OPS_TILES * 8 * CMX_OPS_RW || k > INT_MAX - 4096)
@@ -419,9 +409,9 @@ CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, 
 	return 0;
 }
 
-CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int dim, long long batch, int tables,
-					  int table_first, int tables_total, const void *weights, const long long *rows,
-					  const long long *offsets, const long long *indices, void *out)
+int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int mode, int dim, long long batch,
+			       int tables, int table_first, int tables_total, const void *weights, const long long *rows,
+			       const long long *offsets, const long long *indices, void *out)
 {
 	static const char fn[] = "collmux_embedding_alltoall";
 	static const int esize[] = {4, 2, 2};
@@ -436,7 +426,7 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 	for (int t = 0; t < tables; t++)
 		if (rows[t] < 0 || rows[t + 1] < rows[t])
 			return fail(fn, NULL, "rows must be tables + 1 row offsets into the weights, non-decreasing from 0 or more");
-	cmx_comm *c = comm_of(fn, comm);
+	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
 		return -1;
 	if (cmx_cuda_capturing(stream))

@@ -69,7 +69,7 @@ struct cmx_req {
 static cmx_req *bucket[NBUCKET];
 static cmx_req *orphans; /* freed by the program while active: finished by collmux */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int live; /* entries in the table or orphaned; 0 keeps completion calls on MPI */
+int cmx_req_live; /* entries in the table or orphaned; 0 keeps completion calls on MPI */
 
 /* An MPI_Request collmux holds itself, wide enough for either ABI's
  * (read and written with cmx_req_get/cmx_req_put). */
@@ -146,7 +146,7 @@ static void release(cmx_req *e)
 	if (!e)
 		return;
 	discard(e);
-	__atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&cmx_req_live, 1, __ATOMIC_RELAXED);
 }
 
 /* add files e under the MPI request h. */
@@ -158,7 +158,7 @@ static void add(cmx_req *e, cmx_h h)
 	e->next = bucket[s];
 	bucket[s] = e;
 	pthread_mutex_unlock(&mu);
-	__atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cmx_req_live, 1, __ATOMIC_RELAXED);
 }
 
 void cmx_req_file(cmx_req *e, const void *req)
@@ -323,7 +323,6 @@ void cmx_req_finalize(void) { progress_orphans(1); }
 
 /* ---- the completion calls ---- */
 
-enum { OP_WAIT, OP_TEST, OP_WAITALL, OP_TESTALL, OP_WAITANY, OP_TESTANY, OP_WAITSOME, OP_TESTSOME, OP_GETSTATUS };
 
 typedef struct {
 	int n;
@@ -335,21 +334,21 @@ typedef struct {
 static int pmpi(int op, const call *c, void *sub, void *st)
 {
 	switch (op) {
-	case OP_WAIT:
+	case CMX_REQ_WAIT:
 		return cmx_px.Wait(sub, st);
-	case OP_TEST:
+	case CMX_REQ_TEST:
 		return cmx_px.Test(sub, c->flag, st);
-	case OP_WAITALL:
+	case CMX_REQ_WAITALL:
 		return cmx_px.Waitall(c->n, sub, st);
-	case OP_TESTALL:
+	case CMX_REQ_TESTALL:
 		return cmx_px.Testall(c->n, sub, c->flag, st);
-	case OP_WAITANY:
+	case CMX_REQ_WAITANY:
 		return cmx_px.Waitany(c->n, sub, c->idx, st);
-	case OP_TESTANY:
+	case CMX_REQ_TESTANY:
 		return cmx_px.Testany(c->n, sub, c->idx, c->flag, st);
-	case OP_WAITSOME:
+	case CMX_REQ_WAITSOME:
 		return cmx_px.Waitsome(c->n, sub, c->outcount, c->indices, st);
-	case OP_TESTSOME:
+	case CMX_REQ_TESTSOME:
 		return cmx_px.Testsome(c->n, sub, c->outcount, c->indices, st);
 	default:
 		return cmx_px.Request_get_status(cmx_req_get(sub), c->flag, st);
@@ -357,10 +356,10 @@ static int pmpi(int op, const call *c, void *sub, void *st)
 }
 
 /* the polling twin of a blocking call, and whether it is done */
-static int test_twin(int op) { return op == OP_WAIT ? OP_TEST : op == OP_WAITALL ? OP_TESTALL : op == OP_WAITANY ? OP_TESTANY : op == OP_WAITSOME ? OP_TESTSOME : op; }
+static int test_twin(int op) { return op == CMX_REQ_WAIT ? CMX_REQ_TEST : op == CMX_REQ_WAITALL ? CMX_REQ_TESTALL : op == CMX_REQ_WAITANY ? CMX_REQ_TESTANY : op == CMX_REQ_WAITSOME ? CMX_REQ_TESTSOME : op; }
 static int twin_done(int op, const call *c)
 {
-	if (op == OP_TESTSOME)
+	if (op == CMX_REQ_TESTSOME)
 		return *c->outcount != 0;
 	return *c->flag;
 }
@@ -371,11 +370,11 @@ static char *status_of(int op, const call *c, char *st, int i)
 	if (!st || st == cmx_abi.status_ignore)
 		return NULL;
 	switch (op) {
-	case OP_WAITALL:
-	case OP_TESTALL:
+	case CMX_REQ_WAITALL:
+	case CMX_REQ_TESTALL:
 		return st + (size_t)i * cmx_abi.status_size;
-	case OP_WAITSOME:
-	case OP_TESTSOME:
+	case CMX_REQ_WAITSOME:
+	case CMX_REQ_TESTSOME:
 		for (int k = 0; k < *c->outcount; k++)
 			if (c->indices[k] == i)
 				return st + (size_t)k * cmx_abi.status_size;
@@ -428,7 +427,7 @@ static int complete(int op, call *c)
 	pthread_mutex_unlock(&mu);
 	void *st = c->statuses;
 	if (need_status && st == cmx_abi.status_ignore) {
-		int k = op == OP_WAITALL || op == OP_TESTALL || op == OP_WAITSOME || op == OP_TESTSOME ? n : 1;
+		int k = op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL || op == CMX_REQ_WAITSOME || op == CMX_REQ_TESTSOME ? n : 1;
 		if (!(st = own_st = calloc((size_t)(k > 0 ? k : 1), (size_t)cmx_abi.status_size)))
 			goto out;
 	}
@@ -448,9 +447,9 @@ static int complete(int op, call *c)
 		c->flag = NULL;
 	for (int i = 0; i < n; i++) {
 		cmx_h now = cmx_req_get(sub + (size_t)i * w);
-		int done = op == OP_GETSTATUS ? *c->flag : was_active[i] && is_null(now);
+		int done = op == CMX_REQ_GETSTATUS ? *c->flag : was_active[i] && is_null(now);
 		if (ent[i] && ent[i]->kind == REQ_PERSIST) {
-			if (done && op != OP_GETSTATUS && was_active[i]) {
+			if (done && op != CMX_REQ_GETSTATUS && was_active[i]) {
 				pthread_mutex_lock(&mu);
 				unlink_locked(work[i]);
 				pthread_mutex_unlock(&mu);
@@ -462,7 +461,7 @@ static int complete(int op, call *c)
 				cmx_px.Wait(&a, (void *)cmx_abi.status_ignore); /* the anchor's start completed at once */
 				ent[i]->inner = cmx_abi.request_null;
 				rc = rc ? rc : r;
-			} else if (done && op == OP_GETSTATUS) {
+			} else if (done && op == CMX_REQ_GETSTATUS) {
 				int r = finish(work[i], status_of(op, c, st, i));
 				rc = rc ? rc : r;
 			}
@@ -471,7 +470,7 @@ static int complete(int op, call *c)
 		if (work[i] && done) {
 			int r = finish(work[i], status_of(op, c, st, i));
 			rc = rc ? rc : r;
-			if (op != OP_GETSTATUS) {
+			if (op != CMX_REQ_GETSTATUS) {
 				pthread_mutex_lock(&mu);
 				unlink_locked(work[i]);
 				pthread_mutex_unlock(&mu);
@@ -479,7 +478,7 @@ static int complete(int op, call *c)
 				work[i] = ent[i] = NULL;
 			}
 		}
-		if (op != OP_GETSTATUS)
+		if (op != CMX_REQ_GETSTATUS)
 			cmx_req_put(cmx_req_at(c->reqs, i), now);
 	}
 	/* what did not complete is free for the next completion call */
@@ -503,111 +502,36 @@ out:
 	return rc;
 }
 
-static inline int owns_any(void)
+/* The rest of completion call op (capi/requests.c): the MPI's own where
+ * collmux owns no request (or the array is empty), else collmux's
+ * completion. */
+int cmx_req_completion(int op, int n, void *reqs, int *flag, int *idx, int *outcount, int *indices, void *statuses)
 {
-	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
-		cmx_init();
-	return __atomic_load_n(&live, __ATOMIC_RELAXED) != 0;
-}
-
-int cmx_req_owns_any(void) { return owns_any(); }
-
-/* The completion calls' first test, loads only (so the compiler gives the
- * pass-through no stack frame): collmux is set up and owns no request. */
-static inline int none_owned(void)
-{
-	return __atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE) && __atomic_load_n(&live, __ATOMIC_RELAXED) == 0;
-}
-
-/* The rest of completion call op: the MPI's own where collmux owns no
- * request (or the array is empty), else collmux's completion. */
-static CMX_NOINLINE int completion(int op, int n, void *reqs, int *flag, int *idx, int *outcount, int *indices, void *statuses)
-{
-	if (!owns_any() || n <= 0)
+	if (!__atomic_load_n(&cmx_req_live, __ATOMIC_RELAXED) || n <= 0)
 		switch (op) {
-		case OP_WAIT: return cmx_px.Wait(reqs, statuses);
-		case OP_TEST: return cmx_px.Test(reqs, flag, statuses);
-		case OP_WAITALL: return cmx_px.Waitall(n, reqs, statuses);
-		case OP_TESTALL: return cmx_px.Testall(n, reqs, flag, statuses);
-		case OP_WAITANY: return cmx_px.Waitany(n, reqs, idx, statuses);
-		case OP_TESTANY: return cmx_px.Testany(n, reqs, idx, flag, statuses);
-		case OP_WAITSOME: return cmx_px.Waitsome(n, reqs, outcount, indices, statuses);
-		case OP_TESTSOME: return cmx_px.Testsome(n, reqs, outcount, indices, statuses);
+		case CMX_REQ_WAIT: return cmx_px.Wait(reqs, statuses);
+		case CMX_REQ_TEST: return cmx_px.Test(reqs, flag, statuses);
+		case CMX_REQ_WAITALL: return cmx_px.Waitall(n, reqs, statuses);
+		case CMX_REQ_TESTALL: return cmx_px.Testall(n, reqs, flag, statuses);
+		case CMX_REQ_WAITANY: return cmx_px.Waitany(n, reqs, idx, statuses);
+		case CMX_REQ_TESTANY: return cmx_px.Testany(n, reqs, idx, flag, statuses);
+		case CMX_REQ_WAITSOME: return cmx_px.Waitsome(n, reqs, outcount, indices, statuses);
+		case CMX_REQ_TESTSOME: return cmx_px.Testsome(n, reqs, outcount, indices, statuses);
 		}
 	call c = {.n = n, .reqs = reqs, .flag = flag, .idx = idx, .outcount = outcount, .indices = indices, .statuses = statuses};
 	return complete(op, &c);
 }
 
-CMX_EXPORT int MPI_Wait(void *req, void *status)
+int cmx_req_get_status(cmx_h req, int *flag, void *status)
 {
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Wait(req, status);
-	return completion(OP_WAIT, 1, req, NULL, NULL, NULL, NULL, status);
-}
-
-CMX_EXPORT int MPI_Test(void *req, int *flag, void *status)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Test(req, flag, status);
-	return completion(OP_TEST, 1, req, flag, NULL, NULL, NULL, status);
-}
-
-CMX_EXPORT int MPI_Waitall(int n, void *reqs, void *statuses)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Waitall(n, reqs, statuses);
-	return completion(OP_WAITALL, n, reqs, NULL, NULL, NULL, NULL, statuses);
-}
-
-CMX_EXPORT int MPI_Testall(int n, void *reqs, int *flag, void *statuses)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Testall(n, reqs, flag, statuses);
-	return completion(OP_TESTALL, n, reqs, flag, NULL, NULL, NULL, statuses);
-}
-
-CMX_EXPORT int MPI_Waitany(int n, void *reqs, int *idx, void *status)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Waitany(n, reqs, idx, status);
-	return completion(OP_WAITANY, n, reqs, NULL, idx, NULL, NULL, status);
-}
-
-CMX_EXPORT int MPI_Testany(int n, void *reqs, int *idx, int *flag, void *status)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Testany(n, reqs, idx, flag, status);
-	return completion(OP_TESTANY, n, reqs, flag, idx, NULL, NULL, status);
-}
-
-CMX_EXPORT int MPI_Waitsome(int n, void *reqs, int *outcount, int *indices, void *statuses)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Waitsome(n, reqs, outcount, indices, statuses);
-	return completion(OP_WAITSOME, n, reqs, NULL, NULL, outcount, indices, statuses);
-}
-
-CMX_EXPORT int MPI_Testsome(int n, void *reqs, int *outcount, int *indices, void *statuses)
-{
-	if (CMX_LIKELY(none_owned()))
-		return cmx_px.Testsome(n, reqs, outcount, indices, statuses);
-	return completion(OP_TESTSOME, n, reqs, NULL, NULL, outcount, indices, statuses);
-}
-
-CMX_EXPORT int MPI_Request_get_status(cmx_h req, int *flag, void *status)
-{
-	if (CMX_LIKELY(!owns_any()))
-		return cmx_px.Request_get_status(req, flag, status);
 	req_slot r;
 	cmx_req_put(&r, req);
 	call c = {.n = 1, .reqs = &r, .flag = flag, .statuses = status};
-	return complete(OP_GETSTATUS, &c);
+	return complete(CMX_REQ_GETSTATUS, &c);
 }
 
-CMX_EXPORT int MPI_Cancel(void *req)
+int cmx_req_cancel(void *req)
 {
-	if (CMX_LIKELY(!owns_any()))
-		return cmx_px.Cancel(req);
 	pthread_mutex_lock(&mu);
 	cmx_req *e = find_locked(cmx_req_get(req));
 	cmx_h target = e && e->kind == REQ_PERSIST ? e->inner : cmx_req_get(req);
@@ -622,10 +546,8 @@ CMX_EXPORT int MPI_Cancel(void *req)
 
 /* A request the program frees while it is active is finished by collmux
  * later (its copies must still reach the device, or be freed). */
-CMX_EXPORT int MPI_Request_free(void *req)
+int cmx_req_free(void *req)
 {
-	if (CMX_LIKELY(!owns_any()))
-		return cmx_px.Request_free(req);
 	pthread_mutex_lock(&mu);
 	cmx_h h = cmx_req_get(req);
 	cmx_req *e = is_null(h) ? NULL : find_locked(h);
@@ -674,7 +596,7 @@ int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 	return 0;
 }
 
-static int start(void *req)
+int cmx_req_start(void *req)
 {
 	pthread_mutex_lock(&mu);
 	cmx_req *e = find_locked(cmx_req_get(req));
@@ -691,23 +613,4 @@ static int start(void *req)
 		return rc;
 	e->inner = cmx_norm(cmx_req_get(&r));
 	return cmx_px.Start(req);
-}
-
-CMX_EXPORT int MPI_Start(void *req)
-{
-	if (CMX_LIKELY(!owns_any()))
-		return cmx_px.Start(req);
-	return start(req);
-}
-
-CMX_EXPORT int MPI_Startall(int n, void *reqs)
-{
-	if (CMX_LIKELY(!owns_any()))
-		return cmx_px.Startall(n, reqs);
-	for (int i = 0; i < n; i++) {
-		int rc = start(cmx_req_at(reqs, i));
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
 }

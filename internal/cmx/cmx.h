@@ -326,8 +326,9 @@ void cmx_backends_release(cmx_comm *c); /* every backend's state of c, and its g
 void cmx_backends_finalize(void);       /* MPI_Finalize: every backend lets go */
 int cmx_forward(const cmx_args *a);
 int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
-int cmx_mpi_setup(void);               /* keyvals and finalize hook; 0 when MPI is not usable */
-int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc */
+int cmx_mpi_setup(void);               /* keyvals and finalize hook (dispatch/setup.c); 0 when MPI is not usable */
+void cmx_learn_rank(void);             /* log lines name the world rank from now on */
+int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc (capi/init.c) */
 
 /* Fortran entry points (fortran.c, zfortran.c) */
 int cmx_fortran_direct(void);                     /* convert and call collmux's C entry points (Open MPI) */
@@ -546,6 +547,13 @@ void cmx_staged_finalize(void); /* frees the pinned staging memory (MPI_Finalize
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_fused_release(cmx_comm *c);
 void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */
+/* collmux.h's fused operations (fused/ops.c), entered from capi/ops.c with
+ * the communicator's state, or NULL and why not */
+int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int m, int k, int batch, const void *a,
+			   long long lda, const void *x, long long ldx, void *y, long long ldy);
+int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int mode, int dim, long long batch,
+			       int tables, int table_first, int tables_total, const void *weights, const long long *rows,
+			       const long long *offsets, const long long *indices, void *out);
 /* The region of the send (which=0) or receive (which=1) buffer this rank's
  * call reads or writes, in bytes from the buffer's address. Empty (lo > hi)
  * when the buffer is not significant. nin and nout: how many blocks the
@@ -681,9 +689,10 @@ void cmx_req_file(cmx_req *e, const void *req);
 void cmx_req_drop(cmx_req *e);
 void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
 void cmx_req_pinned(cmx_req *e, void *p, size_t n); /* cmx_pinned_put(p, n) then */
-/* pinned host memory of at least n bytes, from a pool (staged.c) */
+/* pinned host memory of at least n bytes, from a pool (cuda/pinned.c) */
 void *cmx_pinned_get(size_t n);
 void cmx_pinned_put(void *p, size_t n);
+void cmx_pinned_release(void); /* frees what the pool holds (MPI_Finalize) */
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived). */
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);
@@ -698,7 +707,29 @@ int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, 
 /* *a->req: a persistent call collmux runs itself, each start calling
  * start (the router) with the call in its nonblocking form */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *));
-int cmx_req_owns_any(void); /* collmux holds some request (cheap: one load) */
+extern int cmx_req_live; /* requests collmux holds (mpi/request.c) */
+/* collmux holds some request (one load; sets collmux up first if needed) */
+static inline int cmx_req_owns_any(void)
+{
+	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
+		cmx_init();
+	return __atomic_load_n(&cmx_req_live, __ATOMIC_RELAXED) != 0;
+}
+/* The completion calls' first test, loads only (so the compiler gives the
+ * pass-through no stack frame): collmux is set up and holds no request. */
+static inline int cmx_req_none_owned(void)
+{
+	return __atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE) && __atomic_load_n(&cmx_req_live, __ATOMIC_RELAXED) == 0;
+}
+/* What the completion calls (capi/requests.c) do once collmux holds a
+ * request (mpi/request.c): op is which call. */
+enum { CMX_REQ_WAIT, CMX_REQ_TEST, CMX_REQ_WAITALL, CMX_REQ_TESTALL, CMX_REQ_WAITANY, CMX_REQ_TESTANY, CMX_REQ_WAITSOME, CMX_REQ_TESTSOME,
+       CMX_REQ_GETSTATUS };
+int cmx_req_completion(int op, int n, void *reqs, int *flag, int *idx, int *outcount, int *indices, void *statuses);
+int cmx_req_get_status(cmx_h req, int *flag, void *status);
+int cmx_req_cancel(void *req);
+int cmx_req_free(void *req); /* MPI_Request_free */
+int cmx_req_start(void *req);
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
 
 /* ---- timelines (COLLMUX_TRACE, dispatch/trace.c) ---- */

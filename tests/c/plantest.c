@@ -52,11 +52,11 @@ static int plan(const char *line)
 
 static int pick(char *line)
 {
-	static cmx_ws_offer offers[MAX_RANKS * MAX_WORKSPACES];
+	static cmx_ws_offer offers[CMX_MAX_RANKS * MAX_WORKSPACES];
 	memset(offers, 0, sizeof offers);
-	int ranks = 0, old[MAX_RANKS];
+	int ranks = 0, old[CMX_MAX_RANKS];
 	for (char *rest = line, *row; (row = strsep(&rest, "|")); ranks++) {
-		if (ranks == MAX_RANKS)
+		if (ranks == CMX_MAX_RANKS)
 			return 0;
 		int k = 0;
 		for (char *save, *w = strtok_r(row, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {

@@ -1,0 +1,43 @@
+//go:build collmux_lib
+
+/*
+ * ops.c: the entry points of collmux.h's fused operations (run by
+ * fused/ops.c): collmux set up, MPI initialised, and collmux's state of
+ * the communicator, from its Fortran handle, which every ABI can pass.
+ */
+#include "cmx.h"
+#include "collmux.h"
+
+/* The communicator `comm` names, or NULL and *why. */
+static cmx_comm *ops_comm(int comm, const char **why)
+{
+	int rc = 0;
+	cmx_init();
+	if (cmx_cfg.disable || !cmx_mpi_setup() || (!cmx_px.Comm_f2c && !cmx_abi.int_handles))
+		return *why = "MPI is not initialised, or collmux is disabled (COLLMUX_DISABLE)", NULL;
+	/* MPICH's MPI_Comm_f2c is a cast (a macro, no function); Open MPI's
+	 * gives NULL for a handle it never gave */
+	const cmx_h h = cmx_px.Comm_f2c ? cmx_px.Comm_f2c(comm) : (cmx_h)(unsigned)comm;
+	cmx_comm *c = h ? cmx_comm_get(h, &rc) : NULL;
+	if (!c)
+		*why = "not a valid communicator (pass MPI_Comm_c2f(comm), or comm.py2f() in mpi4py)";
+	return c;
+}
+
+CMX_EXPORT int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
+				      const void *x, long long ldx, void *y, long long ldy)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_gemv_allreduce(c, why, stream, dtype, m, k, batch, a, lda, x, ldx, y, ldy);
+}
+
+CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int dim, long long batch, int tables,
+					  int table_first, int tables_total, const void *weights, const long long *rows,
+					  const long long *offsets, const long long *indices, void *out)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_embedding_alltoall(c, why, stream, dtype, mode, dim, batch, tables, table_first, tables_total, weights, rows,
+					  offsets, indices, out);
+}
