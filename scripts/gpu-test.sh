@@ -4,6 +4,11 @@
 # against the native host results, the fused kernels' edge cases,
 # COLLMUX_CHECK, the watchdog, mpi4py with CuPy and PyTorch, and the
 # benchmark against NCCL. Everything lands in $OUT.
+#
+# ONLY=ops | overlap | faults: that part alone (the fused operations; the
+# copy-engine and overlap cases; the watchdogs and fault injection).
+# FAULTS=0: everything but the watchdogs and fault injection. BENCH: which
+# benchmarks follow the tests (below; BENCH=0 none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/collmux-gpu}
@@ -112,10 +117,67 @@ ops_suite() {
   result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile: $(grep fusedops_torch: $B/fot | tail -1)"
   grep -q "$NGPU ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
 }
+# The watchdogs (a rank that never arrives) and fault injection (a rank
+# killed in the middle of a call), 2 GPUs or more.
+faults_suite() {
+if [ "$NGPU" -ge 2 ]; then
+  # the fused kernel's watchdog; the arrival gate (MPI_THREAD_MULTIPLE) of either backend
+  # NCCL single: no gate; the stream is polled against the timeout and
+  # the NCCL communicator aborted (it cannot know which rank is missing)
+  # NCCL nonblocking: the request fails once COLLMUX_TIMEOUT has passed
+  for mode in "fused single" "fused multiple" "nccl multiple" "nccl single" "nccl nonblocking" "fused nonblocking"; do
+    set -- $mode
+    start=$(date +%s)
+    timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" -x COLLMUX_TIMEOUT=3 $B/hang $2 > $B/hang.out 2>&1
+    rc=$?
+    grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
+    said="ranks 1 did not arrive"
+    [ "$mode" = "nccl single" ] && said="NCCL did not complete within COLLMUX_TIMEOUT=3 s"
+    [ "$2" = nonblocking ] && said="the device work of this nonblocking call failed"
+    [ $rc != 124 ] && grep -q "$said" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
+    result $? "watchdog ($mode): a call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3: $said ($(( $(date +%s) - start )) s)"
+  done
+fi
+
+if [ "$NGPU" -ge 2 ]; then
+  # fault injection: rank 1 is killed (SIGKILL) in the middle of a call;
+  # every surviving rank's call must fail within COLLMUX_TIMEOUT + 5 s
+  # (the program prints how long it took and checks the guards around its
+  # buffer), with collmux naming rank 1 where it can tell: the fused
+  # kernel's watchdog and the arrival gate can, a blocking NCCL call past
+  # the gate cannot (docs/design.md, "Known limits"), so for NCCL the name
+  # is reported, not required. Open MPI's mpirun must not end the job when
+  # rank 1 dies: --mca orte_abort_on_non_zero_status 0 (Open MPI 4.1).
+  survivors=$((NGPU - 1))
+  for mode in "fused single" "fused multiple" "nccl single" "nccl multiple"; do
+    set -- $mode
+    start=$(date +%s)
+    timeout 120 mpirun --oversubscribe -np "$NGPU" --mca orte_abort_on_non_zero_status 0 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" \
+      -x COLLMUX_TIMEOUT=3 $B/killrank $2 > $B/kill.out 2>&1
+    rc=$?
+    grep -v '^\[' $B/kill.out | grep -v '^---\|^$' | head -12
+    # survivors whose call failed within the limit, their guards not overwritten
+    inside=$(awk '/^killrank: rank [0-9]+: call [0-9]+ failed after/ && !/OVERWRITTEN/ {
+      t = ""; for (i = 1; i <= NF; i++) { if ($i == "after" && t == "") t = $(i + 1); if ($i == "limit") l = $(i + 1) }
+      if (t + 0 <= l + 0) n++ } END { print n + 0 }' $B/kill.out)
+    named=$(grep -cE "on rank [0-9]+ of $NGPU: ranks 1 did not arrive" $B/kill.out)
+    [ $rc != 124 ] && [ "$inside" = "$survivors" ]
+    result $? "fault injection ($mode): rank 1 killed in the middle of a call; all $survivors surviving ranks' calls failed within COLLMUX_TIMEOUT=3 + 5 s, no hang, guards intact ($inside did, $(( $(date +%s) - start )) s in all)"
+    if [ "$1" = fused ]; then
+      [ "$named" -ge "$survivors" ]
+      result $? "fault injection ($mode): every survivor's error names rank 1 ($named of $survivors)"
+    else
+      echo "  $mode: $named of $survivors survivors' errors name rank 1 (not required: NCCL alone cannot tell)"
+    fi
+  done
+fi
+}
 if [ "${ONLY:-}" = ops ]; then
   ops_suite
 elif [ "${ONLY:-}" = overlap ]; then
   overlap_suite
+elif [ "${ONLY:-}" = faults ]; then
+  faults_suite
 else
 overlap_suite
 ops_suite
@@ -262,57 +324,8 @@ if [ "$NGPU" -ge 2 ]; then
   result $? "COLLMUX_CHECK names the ranks that pass host and device buffers (exit $rc, no hang)"
 fi
 
-if [ "$NGPU" -ge 2 ]; then
-  # the fused kernel's watchdog; the arrival gate (MPI_THREAD_MULTIPLE) of either backend
-  # NCCL single: no gate; the stream is polled against the timeout and
-  # the NCCL communicator aborted (it cannot know which rank is missing)
-  # NCCL nonblocking: the request fails once COLLMUX_TIMEOUT has passed
-  for mode in "fused single" "fused multiple" "nccl multiple" "nccl single" "nccl nonblocking" "fused nonblocking"; do
-    set -- $mode
-    start=$(date +%s)
-    timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" -x COLLMUX_TIMEOUT=3 $B/hang $2 > $B/hang.out 2>&1
-    rc=$?
-    grep -v '^\[' $B/hang.out | grep -v '^---\|^$' | head -8
-    said="ranks 1 did not arrive"
-    [ "$mode" = "nccl single" ] && said="NCCL did not complete within COLLMUX_TIMEOUT=3 s"
-    [ "$2" = nonblocking ] && said="the device work of this nonblocking call failed"
-    [ $rc != 124 ] && grep -q "$said" $B/hang.out && grep -q "rank 0: second allreduce returned an error" $B/hang.out
-    result $? "watchdog ($mode): a call rank 1 never makes fails on rank 0 after COLLMUX_TIMEOUT=3: $said ($(( $(date +%s) - start )) s)"
-  done
-fi
-
-if [ "$NGPU" -ge 2 ]; then
-  # fault injection: rank 1 is killed (SIGKILL) in the middle of a call;
-  # every surviving rank's call must fail within COLLMUX_TIMEOUT + 5 s
-  # (the program prints how long it took and checks the guards around its
-  # buffer), with collmux naming rank 1 where it can tell: the fused
-  # kernel's watchdog and the arrival gate can, a blocking NCCL call past
-  # the gate cannot (docs/design.md, "Known limits"), so for NCCL the name
-  # is reported, not required. Open MPI's mpirun must not end the job when
-  # rank 1 dies: --mca orte_abort_on_non_zero_status 0 (Open MPI 4.1).
-  survivors=$((NGPU - 1))
-  for mode in "fused single" "fused multiple" "nccl single" "nccl multiple"; do
-    set -- $mode
-    start=$(date +%s)
-    timeout 120 mpirun --oversubscribe -np "$NGPU" --mca orte_abort_on_non_zero_status 0 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" \
-      -x COLLMUX_TIMEOUT=3 $B/killrank $2 > $B/kill.out 2>&1
-    rc=$?
-    grep -v '^\[' $B/kill.out | grep -v '^---\|^$' | head -12
-    # survivors whose call failed within the limit, their guards not overwritten
-    inside=$(awk '/^killrank: rank [0-9]+: call [0-9]+ failed after/ && !/OVERWRITTEN/ {
-      t = ""; for (i = 1; i <= NF; i++) { if ($i == "after" && t == "") t = $(i + 1); if ($i == "limit") l = $(i + 1) }
-      if (t + 0 <= l + 0) n++ } END { print n + 0 }' $B/kill.out)
-    named=$(grep -cE "on rank [0-9]+ of $NGPU: ranks 1 did not arrive" $B/kill.out)
-    [ $rc != 124 ] && [ "$inside" = "$survivors" ]
-    result $? "fault injection ($mode): rank 1 killed in the middle of a call; all $survivors surviving ranks' calls failed within COLLMUX_TIMEOUT=3 + 5 s, no hang, guards intact ($inside did, $(( $(date +%s) - start )) s in all)"
-    if [ "$1" = fused ]; then
-      [ "$named" -ge "$survivors" ]
-      result $? "fault injection ($mode): every survivor's error names rank 1 ($named of $survivors)"
-    else
-      echo "  $mode: $named of $survivors survivors' errors name rank 1 (not required: NCCL alone cannot tell)"
-    fi
-  done
-fi
+# FAULTS=0: the watchdog and fault-injection cases left out (ONLY=faults runs them alone)
+[ "${FAULTS:-1}" = 1 ] && faults_suite
 
 run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
 grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"

@@ -42,7 +42,7 @@ static void take(void *h, const void *d, size_t n) { memcpy(h, d, n); }
 static void unbuf(void *p) { free(p); }
 #endif
 
-static int rank, size;
+#include "testlib.h"
 
 static const struct {
 	const char *name;
@@ -136,11 +136,7 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	gpu_select();
 #endif
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	/* a reduction the MPI refuses (MPI_WCHAR) returns its error */
-	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	test_init(&argc, &argv, 0, 1); /* errors return: a reduction the MPI refuses (MPI_WCHAR) returns its error */
 	const char *colls[] = {"allreduce", "reduce", "reduce_scatter_block"};
 	const int counts[] = {1, 7, 16, 1000};
 	for (int t = 0; t < NTYPES; t++) {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, failures;
+#include "testlib.h"
 
 /* With -DCOLLTEST_CUDA every test buffer has a device mirror (cudaMalloc):
  * CALL copies all buffers to their mirrors, makes the MPI call with the
@@ -142,39 +142,14 @@ static long reduce_ref(int o, int k, int lo, int hi, long i)
 }
 
 /* ---- reporting ---- */
-static uint64_t digest(const void *b, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)b)[i]) * 1099511628211ull;
-	return h;
-}
 /* Every rank's digest goes, in world rank order, through world rank 0 (with
  * PMPI, so reporting never counts as a tested call): the output of a run is
  * deterministic. Every test communicator spans all ranks. */
 static void report(const char *name, const void *b, size_t n, MPI_Comm comm)
 {
 	(void)comm;
-	uint64_t h = digest(b, n), *all = rank == 0 ? malloc(8 * (size_t)size) : NULL;
-	PMPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-	if (rank == 0) {
-		printf("%-44s", name);
-		for (int i = 0; i < size; i++)
-			printf(" %016llx", (unsigned long long)all[i]);
-		printf("\n");
-	}
-	free(all);
+	report_line(name, 44, digest(b, n));
 }
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			if (failures++ < 20) {                               \
-				fprintf(stderr, "FAIL rank %d: ", rank);     \
-				fprintf(stderr, __VA_ARGS__);                \
-				fprintf(stderr, "\n");                       \
-			}                                                    \
-		}                                                            \
-	} while (0)
 
 /* ---- reductions: allreduce, reduce, scan, exscan, reduce_scatter(_block) ---- */
 static void test_reductions(MPI_Comm comm, const char *cname)

@@ -12,32 +12,19 @@
 #include <cuda_runtime.h>
 #endif
 
-static int rank;
+#include "testlib.h"
 
-/* only rank 0 prints, so the output does not depend on scheduling */
-static void show(const char *what, int rc)
-{
-	int cls = -1;
-	if (rank != 0)
-		return;
-	if (rc != MPI_SUCCESS)
-		MPI_Error_class(rc, &cls);
-	printf("%-36s rc=%s class=%d\n", what, rc == MPI_SUCCESS ? "ok" : "error", cls);
-}
+static void show(const char *what, int rc) { show_rc(what, 36, rc); }
 
 int main(int argc, char **argv)
 {
-	int size, hx = 1, hy = 0, *x = &hx, *y = &hy, hbuf[8] = {0}, *buf = hbuf;
+	int hx = 1, hy = 0, *x = &hx, *y = &hy, hbuf[8] = {0}, *buf = hbuf;
 #ifdef COLLTEST_CUDA
 	cudaSetDevice(0);
 	cudaMalloc((void **)&x, sizeof hx), cudaMalloc((void **)&y, sizeof hy), cudaMalloc((void **)&buf, sizeof hbuf);
 	cudaMemcpy(x, &hx, sizeof hx, cudaMemcpyHostToDevice), cudaMemcpy(buf, hbuf, sizeof hbuf, cudaMemcpyHostToDevice);
 #endif
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	test_init(&argc, &argv, 0, 1);
 	MPI_Datatype pair;
 	MPI_Type_contiguous(2, MPI_INT, &pair);
 	MPI_Type_commit(&pair);

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, failures;
+#include "testlib.h"
 
 /* With -DCOLLTEST_CUDA every data buffer has a device mirror (cudaMalloc):
  * TO_DEV copies all buffers to their mirrors before a call (or a start),
@@ -57,17 +57,6 @@ static void *BUF(size_t n) { return calloc(1, n > 0 ? n : 1); }
 
 /* host-only arrays (counts, displacements, types, expectations) */
 static void *xalloc(size_t n) { return calloc(1, n > 0 ? n : 1); }
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			if (failures++ < 20) {                               \
-				fprintf(stderr, "FAIL rank %d: ", rank);     \
-				fprintf(stderr, __VA_ARGS__);                \
-				fprintf(stderr, "\n");                       \
-			}                                                    \
-		}                                                            \
-	} while (0)
 
 /* ---- output: one line per rank, printed in world rank order by rank 0 ---- */
 
@@ -94,13 +83,6 @@ static void tx_ints(text *t, const int *v, int n)
 		tx(t, "%s%d", i ? " " : "", v[i]);
 }
 
-static uint64_t digest(uint64_t h, const void *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)b)[i]) * 1099511628211ull;
-	return h;
-}
-#define HSEED 1469598103934665603ull
 
 /* Every rank's line goes, with PMPI (reporting is never a tested call),
  * through world rank 0, which prints them in rank order. */
@@ -162,6 +144,18 @@ static void lookup_all(void)
 
 enum { M_BLOCKING, M_NONBLOCKING, M_PERSISTENT, NMODE };
 static const char *mode_name[NMODE] = {"b", "i", "p"};
+
+/* A neighbourhood test's line: the digest h of its iterations, then the
+ * n ints received in the last. */
+static void show_ints(const char *topo, const char *op, int mode, uint64_t h, const int *rb, int n)
+{
+	text l = {.n = 0};
+	char name[64];
+	tx(&l, "h=%016llx |", (unsigned long long)h);
+	tx_ints(&l, rb, n);
+	snprintf(name, sizeof name, "%s.%s.%s", topo, op, mode_name[mode]);
+	show(name, &l);
+}
 static int iterations(int mode) { return mode == M_PERSISTENT ? 50 : 2; }
 
 /* Completion varies with the iteration: Wait, Waitall, a Test loop. */
@@ -487,15 +481,10 @@ static void nbr_allgather(const topo *t, int mode)
 		    MPI_Ineighbor_allgather(D(sb), n, MPI_INT, D(rb), n, MPI_INT, t->comm, &req));
 		for (int i = 0; i < in * n; i++)
 			CHECK(rb[i] == want[i], "%s neighbor_allgather.%s it=%d [%d] got %d want %d", t->name, mode_name[mode], it, i, rb[i], want[i]);
-		h = digest(h, rb, sizeof(int) * (size_t)(in * n));
+		h = digest_more(h, rb, sizeof(int) * (size_t)(in * n));
 	}
 	FREE_PERSIST(persist, req);
-	text l = {.n = 0};
-	tx(&l, "h=%016llx |", (unsigned long long)h);
-	tx_ints(&l, rb, in * n);
-	char name[64];
-	snprintf(name, sizeof name, "%s.neighbor_allgather.%s", t->name, mode_name[mode]);
-	show(name, &l);
+	show_ints(t->name, "neighbor_allgather", mode, h, rb, in * n);
 	UNBUF(sb), UNBUF(rb), free(want);
 }
 
@@ -532,15 +521,10 @@ static void nbr_allgatherv(const topo *t, int mode)
 		    MPI_Ineighbor_allgatherv(D(sb), sc, MPI_INT, D(rb), rc, rd, MPI_INT, t->comm, &req));
 		for (int i = 0; i < tot; i++)
 			CHECK(rb[i] == want[i], "%s neighbor_allgatherv.%s it=%d [%d] got %d want %d", t->name, mode_name[mode], it, i, rb[i], want[i]);
-		h = digest(h, rb, sizeof(int) * (size_t)tot);
+		h = digest_more(h, rb, sizeof(int) * (size_t)tot);
 	}
 	FREE_PERSIST(persist, req);
-	text l = {.n = 0};
-	tx(&l, "h=%016llx |", (unsigned long long)h);
-	tx_ints(&l, rb, tot);
-	char name[64];
-	snprintf(name, sizeof name, "%s.neighbor_allgatherv.%s", t->name, mode_name[mode]);
-	show(name, &l);
+	show_ints(t->name, "neighbor_allgatherv", mode, h, rb, tot);
 	UNBUF(sb), UNBUF(rb), free(want), free(rc), free(rd);
 }
 
@@ -581,15 +565,10 @@ static void nbr_alltoall(const topo *t, int mode)
 		    MPI_Ineighbor_alltoall(D(sb), n, MPI_INT, D(rb), n, MPI_INT, t->comm, &req));
 		settle(t, it, (char *)rb, (char *)want, off, len, expect_ints);
 		compare(what, it, rb, want, sizeof(int) * (size_t)(in * n));
-		h = digest(h, rb, sizeof(int) * (size_t)(in * n));
+		h = digest_more(h, rb, sizeof(int) * (size_t)(in * n));
 	}
 	FREE_PERSIST(persist, req);
-	text l = {.n = 0};
-	tx(&l, "h=%016llx |", (unsigned long long)h);
-	tx_ints(&l, rb, in * n);
-	char name[64];
-	snprintf(name, sizeof name, "%s.neighbor_alltoall.%s", t->name, mode_name[mode]);
-	show(name, &l);
+	show_ints(t->name, "neighbor_alltoall", mode, h, rb, in * n);
 	UNBUF(sb), UNBUF(rb), free(want), free(off), free(len);
 }
 
@@ -637,15 +616,10 @@ static void nbr_alltoallv(const topo *t, int mode)
 		    MPI_Ineighbor_alltoallv(D(sb), sc, sd, MPI_INT, D(rb), rc, rd, MPI_INT, t->comm, &req));
 		settle(t, it, (char *)rb, (char *)want, off, len, expect_ints);
 		compare(what, it, rb, want, sizeof(int) * (size_t)rtot);
-		h = digest(h, rb, sizeof(int) * (size_t)rtot);
+		h = digest_more(h, rb, sizeof(int) * (size_t)rtot);
 	}
 	FREE_PERSIST(persist, req);
-	text l = {.n = 0};
-	tx(&l, "h=%016llx |", (unsigned long long)h);
-	tx_ints(&l, rb, rtot);
-	char name[64];
-	snprintf(name, sizeof name, "%s.neighbor_alltoallv.%s", t->name, mode_name[mode]);
-	show(name, &l);
+	show_ints(t->name, "neighbor_alltoallv", mode, h, rb, rtot);
 	UNBUF(sb), UNBUF(rb), free(want), free(sc), free(sd), free(rc), free(rd), free(mj), free(off), free(len);
 }
 
@@ -793,7 +767,7 @@ static void nbr_alltoallw(const topo *t, int mode)
 		    MPI_Ineighbor_alltoallw(D(sb), sc, sd, st, D(rb), rc, rd, rt, t->comm, &req));
 		settle(t, it, rb, want, off, len, expect_w);
 		compare(what, it, rb, want, (size_t)rtot);
-		h = digest(h, rb, (size_t)rtot);
+		h = digest_more(h, rb, (size_t)rtot);
 	}
 	FREE_PERSIST(persist, req);
 	text l = {.n = 0};
@@ -885,7 +859,7 @@ static void alltoallw(int mode)
 				      (unsigned char)want[i]);
 				break;
 			}
-		h = digest(h, rb, (size_t)rtot);
+		h = digest_more(h, rb, (size_t)rtot);
 	}
 	FREE_PERSIST(persist, req);
 	text l = {.n = 0};
@@ -974,7 +948,7 @@ static void twice(void *inv, void *inoutv, int *len, MPI_Datatype *dt)
 					if (bad < 0 && !nan && memcmp(&io[k], &want[k], sizeof(T)))         \
 						bad = k;                                                    \
 					T v = nan ? (T)0 : io[k];                                           \
-					h = digest(h, &v, sizeof v), h = digest(h, &nan, sizeof nan);       \
+					h = digest_more(h, &v, sizeof v), h = digest_more(h, &nan, sizeof nan);       \
 				}                                                                           \
 				CHECK(bad < 0, "reduce_local %s %s n=%d: element %d differs from the MPI's", #T, opn[o], n, bad); \
 				tx(&l, "%s%s.%s.%d:%016llx", l.n ? " " : "", #dt + 4, opn[o], n, (unsigned long long)h); \

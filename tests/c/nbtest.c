@@ -972,26 +972,21 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	gpu_select(); /* one GPU per rank of a node, before MPI starts */
 #endif
-	int threads = argc > 1 && strcmp(argv[1], "threads") == 0, provided = 0, rc;
+	const int threads = argc > 1 && strcmp(argv[1], "threads") == 0;
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40100000
 	/* MPICH 4.0's persistent allgather by recursive doubling (its choice
 	 * for small messages on 2^k ranks) loses blocks from the second start
 	 * on, and can crash; its ring schedule is sound. */
 	setenv("MPIR_CVAR_IALLGATHER_INTRA_ALGORITHM", "sched_ring", 0);
 #endif
-	if (threads)
-		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-	else
-		MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	const int provided = test_init(&argc, &argv, threads, 0);
 	if (threads) {
 		if (provided < MPI_THREAD_MULTIPLE) {
 			say("nbtest: skipped: MPI_THREAD_MULTIPLE not provided");
 			MPI_Finalize();
 			return 0;
 		}
-		rc = run_threads(worker, TITERS, "iterations", "nbtest");
+		const int rc = run_threads(worker, TITERS, "iterations", "nbtest");
 		MPI_Finalize();
 		return rc;
 	}
@@ -1011,7 +1006,7 @@ int main(int argc, char **argv)
 	test_persistent();
 	test_large_count();
 
-	rc = finish("nbtest", "");
+	const int rc = finish("nbtest", "");
 	MPI_Finalize();
 	return rc;
 }

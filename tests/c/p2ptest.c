@@ -721,13 +721,7 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	gpu_select(); /* one GPU per rank of a node, before MPI starts */
 #endif
-	int threads = argc > 1 && strcmp(argv[1], "threads") == 0, provided = 0, rc;
-	if (threads)
-		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-	else
-		MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	const int threads = argc > 1 && strcmp(argv[1], "threads") == 0, provided = test_init(&argc, &argv, threads, 0);
 	left = (rank - 1 + size) % size, right = (rank + 1) % size;
 	if (rank == 0) {
 		int (*query)(void) = NULL;
@@ -743,7 +737,7 @@ int main(int argc, char **argv)
 			MPI_Finalize();
 			return 0;
 		}
-		rc = run_threads(worker, TITERS, "exchanges", "p2ptest");
+		const int rc = run_threads(worker, TITERS, "exchanges", "p2ptest");
 		MPI_Finalize();
 		return rc;
 	}
@@ -764,7 +758,7 @@ int main(int argc, char **argv)
 	test_mixed();
 
 	MPI_Comm_free(&wild);
-	rc = finish("p2ptest", "");
+	const int rc = finish("p2ptest", "");
 	MPI_Finalize();
 	return rc;
 }

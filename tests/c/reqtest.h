@@ -23,18 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, failures;
-
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			if (__atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED) < 20) { \
-				fprintf(stderr, "FAIL rank %d: ", rank);                 \
-				fprintf(stderr, __VA_ARGS__);                            \
-				fprintf(stderr, "\n");                                   \
-			}                                                                \
-		}                                                                        \
-	} while (0)
+#include "testlib.h"
 
 #ifdef COLLTEST_CUDA
 #include "mirror.h"
@@ -58,30 +47,11 @@ static int rank, size, failures;
 static MPI_Status *volatile statuses_ignore_;
 #define STATUSES_IGNORE (statuses_ignore_ ? statuses_ignore_ : (statuses_ignore_ = MPI_STATUSES_IGNORE))
 
-static uint64_t digest_more(uint64_t h, const void *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)b)[i]) * 1099511628211ull;
-	return h;
-}
-static uint64_t digest(const void *b, size_t n) { return digest_more(1469598103934665603ull, b, n); }
-
 /* Every rank's digest goes, in world rank order, through world rank 0 (with
  * PMPI, so reporting is never a tested call): the output of a run is
  * deterministic. Called by the main thread only, in the same order on
  * every rank. */
-static void report_digest(const char *name, uint64_t h)
-{
-	uint64_t *all = rank == 0 ? malloc(8 * (size_t)size) : NULL;
-	PMPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-	if (rank == 0) {
-		printf("%-52s", name);
-		for (int i = 0; i < size; i++)
-			printf(" %016llx", (unsigned long long)all[i]);
-		printf("\n");
-	}
-	free(all);
-}
+static void report_digest(const char *name, uint64_t h) { report_line(name, 52, h); }
 static void report(const char *name, const void *b, size_t n) { report_digest(name, digest(b, n)); }
 
 /* One line that every rank agrees on (rank 0 prints it). */

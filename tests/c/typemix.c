@@ -20,7 +20,7 @@
 
 #define K 6 /* ints per rank's block */
 
-static int rank, size;
+#include "testlib.h"
 
 /* a test buffer: host ints and, with COLLTEST_CUDA, their device mirror */
 typedef struct {
@@ -303,10 +303,7 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	gpu_select();
 #endif
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	test_init(&argc, &argv, 0, 1);
 	if (size < 2) {
 		printf("typemix: needs 2 ranks or more\n");
 		MPI_Finalize();

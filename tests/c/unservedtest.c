@@ -28,17 +28,9 @@
 
 #define N 4
 
-static int rank, size;
+#include "testlib.h"
 
-static void show(const char *what, int rc)
-{
-	int cls = -1;
-	if (rank != 0)
-		return;
-	if (rc != MPI_SUCCESS)
-		MPI_Error_class(rc, &cls);
-	printf("%-22s rc=%s class=%d\n", what, rc == MPI_SUCCESS ? "ok" : "error", cls);
-}
+static void show(const char *what, int rc) { show_rc(what, 22, rc); }
 
 static void show_ints(const char *what, const int *v, int n)
 {
@@ -226,11 +218,7 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	cudaSetDevice(0);
 #endif
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	test_init(&argc, &argv, 0, 1);
 	if (argc < 2) {
 		if (rank == 0)
 			fprintf(stderr, "usage: unservedtest FILE [twins]\n");
