@@ -248,7 +248,7 @@ func parseRule(tok string) (Rule, error) {
 			return r, fmt.Errorf("unknown collective %q", f[0])
 		}
 		if !c.Collective() {
-			return r, fmt.Errorf("%s is not a collective: rules route collectives (point-to-point and local calls on device memory are always staged)", f[0])
+			return r, fmt.Errorf("%s is not a collective: rules route collectives (point-to-point calls on device memory are staged; MPI_Reduce_local runs on collmux's kernel where it gives the MPI's answer, else staged)", f[0])
 		}
 		r.Coll = c
 	}

@@ -584,11 +584,14 @@ static int reduce_local(const cmx_args *a, int *rc)
 	if (a->kind[1] < 0 || (t = type_of(a->kind[1])) < 0 || (o = op_of(a->opk)) < 0 || n < 0 ||
 	    ((uintptr_t)a->sbuf | (uintptr_t)a->rbuf) % (unsigned)a->size[1])
 		return 0;
+	/* the buffers' context is made current before the module first loads:
+	 * loading reads the current device, once per process */
+	if ((fp && (a->opk != CMX_OP_SUM || t == T_F16 || t == T_BF16)) || !cmx_cuda_ctx_for(a->rbuf))
+		return 0;
 	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
 	if (!f && (f = cmx_fused_kernel("cmx_reduce_local")))
 		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-	if ((fp && (a->opk != CMX_OP_SUM || t == T_F16 || t == T_BF16)) || !f || !cmx_cuda_ctx_for(a->rbuf) ||
-	    !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) || (!fp && !mpi_agrees(a, t)))
+	if (!f || !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) || (!fp && !mpi_agrees(a, t)))
 		return 0;
 	if (n == 0)
 		return *rc = 0, 1;

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 	cudaMalloc((void **)&x, sizeof hx), cudaMalloc((void **)&y, sizeof hy), cudaMalloc((void **)&buf, sizeof hbuf);
 	cudaMemcpy(x, &hx, sizeof hx, cudaMemcpyHostToDevice), cudaMemcpy(buf, hbuf, sizeof hbuf, cudaMemcpyHostToDevice);
 #endif
-	test_init(&argc, &argv, 0, 1);
+	test_init(&argc, &argv, 0, 2);
 	MPI_Datatype pair;
 	MPI_Type_contiguous(2, MPI_INT, &pair);
 	MPI_Type_commit(&pair);

@@ -49,8 +49,9 @@ __attribute__((unused)) static void report_line(const char *name, int width, uin
 }
 
 /* MPI_Init, or MPI_Init_thread asking for MPI_THREAD_MULTIPLE (threads),
- * then rank and size; with errors_return, the errors of MPI_COMM_WORLD
- * and MPI_COMM_SELF come back as return codes (tests of erroneous calls).
+ * then rank and size; errors_return 1: the errors of MPI_COMM_WORLD come
+ * back as return codes, 2: those of MPI_COMM_SELF too (tests of erroneous
+ * calls).
  * Returns the thread level MPI provides. */
 __attribute__((unused)) static int test_init(int *argc, char ***argv, int threads, int errors_return)
 {
@@ -61,10 +62,10 @@ __attribute__((unused)) static int test_init(int *argc, char ***argv, int thread
 		MPI_Init(argc, argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (errors_return) {
+	if (errors_return)
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	if (errors_return > 1)
 		MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-	}
 	return provided;
 }
 

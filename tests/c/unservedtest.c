@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 #ifdef COLLTEST_CUDA
 	cudaSetDevice(0);
 #endif
-	test_init(&argc, &argv, 0, 1);
+	test_init(&argc, &argv, 0, 2);
 	if (argc < 2) {
 		if (rank == 0)
 			fprintf(stderr, "usage: unservedtest FILE [twins]\n");
