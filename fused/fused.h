@@ -61,8 +61,9 @@ struct cmx_comm;
 int cmx_fused_map(struct cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer);
 
 /* A kernel of the fused module (kernels.cu and ops.cu), which is loaded at
- * the first call; NULL where it cannot be. */
-void *cmx_fused_kernel(const char *name);
+ * the first call; NULL where it cannot be. With a slot (cached), looked up
+ * once and kept there. */
+void *cmx_fused_kernel(const char *name, void **cached);
 
 /* Why ranks cannot share one node's IPC workspaces, NULL when they can:
  * n ranks' node names and GPU bus ids, each rank's `stride` bytes after

@@ -120,10 +120,16 @@ static void load(void)
 	cmx_log(1, "fused kernels %s (sm_%d)", fn_ring ? "loaded" : "failed to load", arch);
 }
 
-void *cmx_fused_kernel(const char *name)
+void *cmx_fused_kernel(const char *name, void **cached)
 {
+	void *f = cached ? __atomic_load_n(cached, __ATOMIC_ACQUIRE) : NULL;
+	if (f)
+		return f;
 	pthread_once(&load_once, load);
-	return fn_ring ? cmx_cuda_function(NULL, name, &module) : NULL;
+	f = fn_ring ? cmx_cuda_function(NULL, name, &module) : NULL;
+	if (f && cached)
+		__atomic_store_n(cached, f, __ATOMIC_RELEASE);
+	return f;
 }
 
 static int type_of(int kind)
@@ -588,9 +594,7 @@ static int reduce_local(const cmx_args *a, int *rc)
 	 * loading reads the current device, once per process */
 	if ((fp && (a->opk != CMX_OP_SUM || t == T_F16 || t == T_BF16)) || !cmx_cuda_ctx_for(a->rbuf))
 		return 0;
-	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-	if (!f && (f = cmx_fused_kernel("cmx_reduce_local")))
-		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	void *f = cmx_fused_kernel("cmx_reduce_local", &fn);
 	if (!f || !cmx_cuda_ctx_holds(a->rbuf) || !cmx_cuda_ctx_holds(a->sbuf) || (!fp && !mpi_agrees(a, t)))
 		return 0;
 	if (n == 0)

@@ -70,15 +70,6 @@ static int fail(const char *fn, cmx_comm *c, const char *why)
 	return -1;
 }
 
-/* The kernel `name` of the fused module, looked up once. */
-static void *kernel(const char *name, void **cached)
-{
-	void *f = __atomic_load_n(cached, __ATOMIC_ACQUIRE);
-	if (!f && (f = cmx_fused_kernel(name)))
-		__atomic_store_n(cached, f, __ATOMIC_RELEASE);
-	return f;
-}
-
 /* Waits for the communicator's last kernel; 0 when it failed. */
 static int settled(struct cmx_ops *o)
 {
@@ -116,7 +107,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		me.algo = cmx_cfg.ops_algo;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
-			cmx_fused_kernel("cmx_ring") && cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+			cmx_fused_kernel("cmx_ring", NULL) && cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
 		if (me.ok) {
 			me.sms = cmx_cuda_sm_count();
 			me.cublas = cmx_cublas_ready();
@@ -355,7 +346,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused}; /* SumTo in ops.cu */
 	void *sum_args[] = {&O, &S};
 	snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
-	void *fsum = kernel(name, &sum_k[dtype]);
+	void *fsum = cmx_fused_kernel(name, &sum_k[dtype]);
 	if (fused) {
 		/* the batch rounded up to a kernel's; the rows a warp computes:
 		 * as many as leave two tiles for each multiprocessor */
@@ -365,7 +356,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
 			rw /= 2;
 		snprintf(name, sizeof name, "cmx_gemv_ar_%s_%d", names[dtype], 1 << nbi);
-		f = kernel(name, &gemv_k[dtype][nbi]);
+		f = cmx_fused_kernel(name, &gemv_k[dtype][nbi]);
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
 		grid = (unsigned)((m + 8 * rw - 1) / (8 * rw)); /* a block a tile: the scheduler balances them */
@@ -442,7 +433,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
-	void *fpool = kernel(name, &pool_k[dtype]), *fland = kernel("cmx_emb_land", &land_k);
+	void *fpool = cmx_fused_kernel(name, &pool_k[dtype]), *fland = cmx_fused_kernel("cmx_emb_land", &land_k);
 	if (!fpool || !fland)
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	struct {
