@@ -62,9 +62,9 @@ CMX_EXPORT int collmux_set_rules(const char *rules)
 	/* the new rules get a table of their own, published whole once filled;
 	 * the old one stays valid for calls still reading it */
 	cmx_route_table_t *table = calloc(1, sizeof *table);
-	int ok = collmux_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0 && table;
+	int ok = cmx_go_stage_rules((char *)(rules ? rules : ""), &hash) == 0 && table;
 	int agreed = cmx_rules_agree(ok, hash);
-	collmux_go_commit_rules(agreed, &cmx_cfg, (cmx_routes *)table);
+	cmx_go_commit_rules(agreed, &cmx_cfg, (cmx_routes *)table);
 	if (agreed)
 		__atomic_store_n(&cmx_route_table, table, __ATOMIC_RELEASE);
 	else

@@ -34,17 +34,26 @@ static int env_bool(const char *name)
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/* Made aside (aside.c), off the main thread's malloc arena: finding the
+ * MPI's functions, and the CUDA driver's, tries names that may be absent. */
+static void load(void *unused)
+{
+	(void)unused;
+	cmx_mpi_load();
+	cmx_go_init(&cmx_cfg, cmx_abi.abi, (cmx_routes *)cmx_route_table);
+	cmx_cuda_load();
+	cmx_nvtx_load();
+}
+
 static void init_once_fn(void)
 {
-	cmx_mpi_load();
 	/* COLLMUX_DISABLE is read here, not in Go, so that a disabled library
 	 * never waits for the Go runtime. */
 	if (env_bool("COLLMUX_DISABLE")) {
 		cmx_cfg.disable = 1;
+		cmx_mpi_load();
 	} else {
-		collmux_go_init(&cmx_cfg, cmx_abi.abi, (cmx_routes *)cmx_route_table);
-		cmx_cuda_load();
-		cmx_nvtx_load();
+		cmx_aside(load, NULL);
 	}
 	cmx_set_fast_paths();
 	__atomic_store_n(&cmx_state.ready, 1, __ATOMIC_RELEASE);
@@ -120,7 +129,7 @@ int cmx_after_init(int rc)
 	}
 	int size = 0;
 	if (cmx_cfg.log >= CMX_LOG_INFO && cmx_log_rank() == 0 && cmx_px.Comm_size(cmx_abi.comm_world, &size) == 0)
-		collmux_go_started(size);
+		cmx_go_started(size);
 	return rc;
 }
 

@@ -29,7 +29,7 @@ static int shape_routes(cmx_comm *c)
 {
 	if (!cmx_comm_shape(c))
 		return 0;
-	c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
+	c->routes = (cmx_route_table_t *)cmx_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
 	return c->routes != NULL;
 }
 
@@ -41,7 +41,7 @@ static void refresh_routes(cmx_comm *c)
 	if (!cmx_cfg.shape_rules || c->inter)
 		c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	else if (c->nodes && (c->nvlink >= 0 || !cmx_cfg.nvlink_rules))
-		c->routes = (cmx_route_table_t *)collmux_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
+		c->routes = (cmx_route_table_t *)cmx_go_routes_for(c->size, c->nodes, c->rpn, c->nvlink < 0 ? 0 : c->nvlink);
 	else if (!shape_routes(c))
 		c->routes = __atomic_load_n(&cmx_route_table, __ATOMIC_ACQUIRE);
 	c->routes_gen = gen;
@@ -289,7 +289,7 @@ static void explain(const cmx_args *a, uint64_t bytes, int backend, int rule, in
 	uint64_t bit = 1ull << ((unsigned)(rule + 1) % 64);
 	if (__atomic_fetch_or(&seen[a->coll][a->mem][backend], bit, __ATOMIC_RELAXED) & bit)
 		return;
-	collmux_go_explain(a->coll, a->mem, bytes, backend, rule, wanted);
+	cmx_go_explain(a->coll, a->mem, bytes, backend, rule, wanted);
 }
 
 /* COLLMUX_CHECK: every rank must call the same collective with the same

@@ -64,7 +64,7 @@ static void report_stats(void)
 			row[j++] = mine[i].ns;
 		}
 	if (cmx_px.Gather(row, words, cmx_abi.uint64, all, words, cmx_abi.uint64, 0, cmx_abi.comm_world) == 0 && rank == 0)
-		collmux_go_report(&total[0].calls, rules, size, all, used);
+		cmx_go_report(&total[0].calls, rules, size, all, used);
 	free(row);
 	free(all);
 }

@@ -81,7 +81,7 @@ void cmx_trace_write(void)
 		return;
 	uint64_t n = __atomic_load_n(&next_ev, __ATOMIC_ACQUIRE);
 	uint64_t kept = n < CMX_TRACE_MAX ? n : CMX_TRACE_MAX;
-	collmux_go_trace(events, kept, n - kept, rank, ranks, host, epoch_real, epoch);
+	cmx_go_trace(events, kept, n - kept, rank, ranks, host, epoch_real, epoch);
 	free(events);
 	events = NULL;
 }

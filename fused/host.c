@@ -102,17 +102,17 @@ static void load(void)
 	/* the path libcollmux.so was loaded from: ahead-of-time kernels sit beside it */
 	Dl_info di;
 	const char *lib = dladdr((void *)&cmx_fused_run, &di) && di.dli_fname ? di.dli_fname : "";
-	if (!collmux_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
+	if (!cmx_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
 		return;
 	fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
 	/* An image the driver refuses (damaged, or not for this driver) is set
 	 * aside: a cached one deleted, so no later process loads it either.
 	 * Where the driver loaded no module and another image is to be had
 	 * (compiled anew), that one is tried, once. */
-	if (!fn_ring && collmux_go_fused_rejected() && !module) {
+	if (!fn_ring && cmx_go_fused_rejected() && !module) {
 		free(image);
 		image = NULL;
-		if (collmux_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
+		if (cmx_go_fused_module(arch, cmx_cuda_driver_version(), (char *)lib, &image, &len))
 			fn_ring = cmx_cuda_function(image, "cmx_ring", &module);
 	}
 	/* image stays allocated: with lazy module loading (the default since

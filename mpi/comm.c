@@ -26,7 +26,7 @@ int cmx_comm_shape(cmx_comm *c)
 	}
 	memset(&me, 0, sizeof me);
 	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
-	me.nvlink = cmx_cfg.nvlink_rules ? collmux_go_node_nvlink() : -1;
+	me.nvlink = cmx_cfg.nvlink_rules ? cmx_go_node_nvlink() : -1;
 	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0) {
 		free(all);
 		return 0;

@@ -1,0 +1,103 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// mallocDebug is glibc's libc_malloc_debug.so (glibc 2.34 and later), which
+// implements mtrace; "" where this system has none.
+func mallocDebug() string {
+	for _, dir := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib/aarch64-linux-gnu"} {
+		if p := filepath.Join(dir, "libc_malloc_debug.so.0"); fileExists(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// collmux's start-up allocates nothing in the main thread's malloc arena,
+// the one the MPI allocates from (capi/aside.c says why that matters):
+// the failing symbol lookups of its start-up and the Go runtime's first
+// look at a thread's stack happen on a thread of the Go runtime. glibc's
+// malloc trace of a rank shows each allocation's caller and address (the
+// main arena is where the program's own first allocation falls); under
+// collmux the main arena sees no more allocations of those kinds than it
+// does without collmux (the MPI makes some of its own).
+func TestStartupLeavesMainArena(t *testing.T) {
+	dbg := mallocDebug()
+	if dbg == "" {
+		t.Skip("skipped: no libc_malloc_debug.so (glibc < 2.34) to trace allocations with")
+	}
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "colltest.c", "colltest")
+			tracer := program(t, m, "mtracer.c", "mtracer.so")
+			native := mainArenaAllocs(t, m, prog, tracer+" "+dbg)
+			under := mainArenaAllocs(t, m, prog, libPath(t)+" "+tracer+" "+dbg)
+			for _, what := range startupCallers {
+				if under[what] > native[what] {
+					t.Errorf("%d allocations by %s in the main arena under collmux, %d without", under[what], what, native[what])
+				}
+			}
+		})
+	}
+}
+
+// startupCallers are the callers whose allocations collmux's start-up
+// once made on the main thread: a failing dlsym's message, cgo's stack
+// probe and stdio's line reader (through which it reads /proc/self/maps),
+// and collmux's own code.
+var startupCallers = []string{"_dl_exception_create", "pthread_getattr_np", "__getdelim", "x_cgo_", "libcollmux"}
+
+// mainArenaAllocs runs prog on one rank with preload (which starts the
+// malloc trace) and counts the main arena's allocations by each of
+// startupCallers.
+func mainArenaAllocs(t *testing.T, m mpiImpl, prog, preload string) map[string]int {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace")
+	if _, stderr, err := run(t, m, 1, map[string]string{"LD_PRELOAD": preload, "MALLOC_TRACE": trace}, prog); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatalf("no malloc trace: %v", err)
+	}
+	line := regexp.MustCompile(`^@ (\S+) ([+<>]) 0x([0-9a-f]+) 0x[0-9a-f]+$`)
+	type alloc struct {
+		caller string
+		addr   uint64
+	}
+	var all []alloc
+	var arena uint64 // the program's first allocation
+	for _, l := range strings.Split(string(b), "\n") {
+		if mm := line.FindStringSubmatch(l); mm != nil {
+			addr, _ := strconv.ParseUint(mm[3], 16, 64)
+			if arena == 0 && strings.Contains(mm[1], filepath.Base(prog)) {
+				arena = addr
+			}
+			all = append(all, alloc{mm[1], addr})
+		}
+	}
+	if arena == 0 || len(all) < 100 {
+		t.Fatalf("the trace (%d allocations) has none by the program itself", len(all))
+	}
+	n := map[string]int{}
+	for _, a := range all {
+		if a.addr-arena >= 1<<30 && arena-a.addr >= 1<<30 {
+			continue // another arena
+		}
+		for _, what := range startupCallers {
+			if strings.Contains(a.caller, what) {
+				n[what]++
+			}
+		}
+	}
+	return n
+}
