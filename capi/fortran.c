@@ -21,22 +21,12 @@
 
 #include "cmx.h"
 
-int cmx_fortran_direct(void)
+void *cmx_fortran_lookup(void **next, const char *sym)
 {
-	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
-		cmx_init();
-	return cmx_abi.abi == CMX_ABI_OPENMPI && !cmx_state.forward_only && cmx_px.Comm_f2c && cmx_px.Type_f2c && cmx_px.Op_f2c &&
-	       cmx_px.Status_c2f && cmx_px.Request_c2f && cmx_px.Request_f2c && cmx_px.Info_f2c;
-}
-
-void *cmx_fortran_next(void **next, const char *sym)
-{
-	void *f = __atomic_load_n(next, __ATOMIC_ACQUIRE);
-	if (!f) {
-		if (!(f = dlsym(RTLD_NEXT, sym)))
-			cmx_fatal("%s: the MPI library's Fortran binding is not loaded", sym);
-		__atomic_store_n(next, f, __ATOMIC_RELEASE);
-	}
+	void *f = dlsym(RTLD_NEXT, sym);
+	if (!f)
+		cmx_fatal("%s: the MPI library's Fortran binding is not loaded", sym);
+	__atomic_store_n(next, f, __ATOMIC_RELEASE);
 	return f;
 }
 

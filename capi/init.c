@@ -70,6 +70,8 @@ void cmx_set_fast_paths(void)
 	int per_call = cmx_cfg.stats || cmx_cfg.trace || cmx_cfg.check || cmx_cfg.shape_rules;
 	cmx_state.forward_only = cmx_cfg.disable || (!per_call && !cmx_cuda_present);
 	cmx_state.host_fast = !cmx_cfg.disable && !per_call;
+	cmx_state.fortran_direct = cmx_abi.abi == CMX_ABI_OPENMPI && !cmx_state.forward_only && cmx_px.Comm_f2c && cmx_px.Type_f2c &&
+				   cmx_px.Op_f2c && cmx_px.Status_c2f && cmx_px.Request_c2f && cmx_px.Request_f2c && cmx_px.Info_f2c;
 }
 
 void cmx_init(void) { pthread_once(&init_once, init_once_fn); }

@@ -49,6 +49,13 @@ func init() {
 		runtime.GOMAXPROCS(2)
 	}
 	fused.Warn = func(msg string) { logf("warning: %s", msg) }
+	// The thread that runs collmux's start-up and its C's calls into Go
+	// (internal/cmx/aside.c says why): a goroutine that enters C and stays
+	// there. Started last, here: what it runs calls into every package,
+	// and a call into Go from a Go thread does not wait, as one from a
+	// foreign thread does, for the packages to be initialised (this is
+	// package main's only init, so every other has run).
+	go func() { C.cmx_aside_serve() }()
 }
 
 var (

@@ -48,8 +48,8 @@ static void in_child(void)
 	forked = 1;
 }
 
-/* The server: a goroutine started by this package's init calls this and
- * never returns (aside.go). */
+/* The server: a goroutine started by package main's init calls this and
+ * never returns (capi/main.go). */
 void cmx_aside_serve(void)
 {
 	serving = 1;

@@ -284,6 +284,7 @@ typedef struct {
 	volatile int ready;   /* initialisation done (release/acquire) */
 	int forward_only;     /* no call can leave MPI: wrappers forward at once */
 	int host_fast;        /* no per-call work on host calls: forward at once while CUDA is not up */
+	int fortran_direct;   /* Fortran calls convert and call collmux's C entry points (Open MPI), else forward */
 	volatile int mpi_set; /* keyvals and finalize hook in place */
 	volatile int finalized;
 	int comm_keyval, self_keyval;
@@ -331,8 +332,18 @@ void cmx_learn_rank(void);             /* log lines name the world rank from now
 int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc (capi/init.c) */
 
 /* Fortran entry points (fortran.c, zfortran.c) */
-int cmx_fortran_direct(void);                     /* convert and call collmux's C entry points (Open MPI) */
-void *cmx_fortran_next(void **next, const char *sym); /* the MPI's own Fortran function sym, looked up once */
+static inline int cmx_fortran_direct(void) /* convert and call collmux's C entry points (Open MPI) */
+{
+	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
+		cmx_init();
+	return cmx_state.fortran_direct;
+}
+void *cmx_fortran_lookup(void **next, const char *sym);
+static inline void *cmx_fortran_next(void **next, const char *sym) /* the MPI's own Fortran function sym, looked up once */
+{
+	void *f = __atomic_load_n(next, __ATOMIC_ACQUIRE);
+	return CMX_LIKELY(f != NULL) ? f : cmx_fortran_lookup(next, sym);
+}
 void *cmx_f_buf(void *p);                         /* Fortran MPI_IN_PLACE / MPI_BOTTOM to C */
 typedef struct {
 	uint64_t w[8];

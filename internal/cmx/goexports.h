@@ -10,7 +10,7 @@
 /* Runs fn(arg) on a thread of the Go runtime and waits (aside.c): the C
  * calls Go only through the cmx_go_* functions below, which do this. */
 void cmx_aside(void (*fn)(void *), void *arg);
-void cmx_aside_serve(void); /* that thread's loop (aside.go) */
+void cmx_aside_serve(void); /* that thread's loop (started in capi/main.go) */
 
 void collmux_go_init(cmx_config *cfg, int abiC, cmx_routes *table);
 int collmux_go_stage_rules(char *s, uint32_t *hash);
