@@ -70,7 +70,7 @@ int MPI_Recv_init(void *rbuf, int rcount, cmx_h rtype, int source, int tag, cmx_
 int MPI_Sendrecv(const void *sbuf, int scount, cmx_h stype, int dest, int stag, void *rbuf, int rcount, cmx_h rtype, int source, int rtag, cmx_h comm, void *status);
 int MPI_Sendrecv_replace(void *buf, int count, cmx_h dtype, int dest, int stag, int source, int rtag, cmx_h comm, void *status);
 
-static void f_Allreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
+static CMX_NOINLINE void f_Allreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, ierr);
@@ -83,25 +83,45 @@ static void f_Allreduce(void **next, const char *sym, void *sbuf, void *rbuf, in
 CMX_EXPORT void mpi_allreduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Allreduce(&next, "mpi_allreduce_", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_allreduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Allreduce(&next, "mpi_allreduce__", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_allreduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Allreduce(&next, "mpi_allreduce", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void MPI_ALLREDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Allreduce(&next, "MPI_ALLREDUCE", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 
-static void f_Reduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Reduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, root, comm, ierr);
@@ -114,25 +134,45 @@ static void f_Reduce(void **next, const char *sym, void *sbuf, void *rbuf, int *
 CMX_EXPORT void mpi_reduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, ierr);
+		return;
+	}
 	f_Reduce(&next, "mpi_reduce_", sbuf, rbuf, count, dtype, op, root, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, ierr);
+		return;
+	}
 	f_Reduce(&next, "mpi_reduce__", sbuf, rbuf, count, dtype, op, root, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, ierr);
+		return;
+	}
 	f_Reduce(&next, "mpi_reduce", sbuf, rbuf, count, dtype, op, root, comm, ierr);
 }
 CMX_EXPORT void MPI_REDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, ierr);
+		return;
+	}
 	f_Reduce(&next, "MPI_REDUCE", sbuf, rbuf, count, dtype, op, root, comm, ierr);
 }
 
-static void f_Bcast(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Bcast(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, root, comm, ierr);
@@ -145,25 +185,45 @@ static void f_Bcast(void **next, const char *sym, void *buf, int *count, int *dt
 CMX_EXPORT void mpi_bcast_(void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, ierr);
+		return;
+	}
 	f_Bcast(&next, "mpi_bcast_", buf, count, dtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_bcast__(void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, ierr);
+		return;
+	}
 	f_Bcast(&next, "mpi_bcast__", buf, count, dtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_bcast(void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, ierr);
+		return;
+	}
 	f_Bcast(&next, "mpi_bcast", buf, count, dtype, root, comm, ierr);
 }
 CMX_EXPORT void MPI_BCAST(void *buf, int *count, int *dtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, ierr);
+		return;
+	}
 	f_Bcast(&next, "MPI_BCAST", buf, count, dtype, root, comm, ierr);
 }
 
-static void f_Allgather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
+static CMX_NOINLINE void f_Allgather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
@@ -176,25 +236,45 @@ static void f_Allgather(void **next, const char *sym, void *sbuf, int *scount, i
 CMX_EXPORT void mpi_allgather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Allgather(&next, "mpi_allgather_", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_allgather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Allgather(&next, "mpi_allgather__", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_allgather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Allgather(&next, "mpi_allgather", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void MPI_ALLGATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Allgather(&next, "MPI_ALLGATHER", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 
-static void f_Allgatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
+static CMX_NOINLINE void f_Allgatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
@@ -207,25 +287,45 @@ static void f_Allgatherv(void **next, const char *sym, void *sbuf, int *scount, 
 CMX_EXPORT void mpi_allgatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Allgatherv(&next, "mpi_allgatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_allgatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Allgatherv(&next, "mpi_allgatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_allgatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Allgatherv(&next, "mpi_allgatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void MPI_ALLGATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Allgatherv(&next, "MPI_ALLGATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 
-static void f_Gather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Gather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
@@ -238,25 +338,45 @@ static void f_Gather(void **next, const char *sym, void *sbuf, int *scount, int 
 CMX_EXPORT void mpi_gather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gather(&next, "mpi_gather_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_gather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gather(&next, "mpi_gather__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_gather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gather(&next, "mpi_gather", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void MPI_GATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gather(&next, "MPI_GATHER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 
-static void f_Gatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Gatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
@@ -269,25 +389,45 @@ static void f_Gatherv(void **next, const char *sym, void *sbuf, int *scount, int
 CMX_EXPORT void mpi_gatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gatherv(&next, "mpi_gatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_gatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gatherv(&next, "mpi_gatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_gatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gatherv(&next, "mpi_gatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
 }
 CMX_EXPORT void MPI_GATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
+		return;
+	}
 	f_Gatherv(&next, "MPI_GATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, ierr);
 }
 
-static void f_Scatter(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Scatter(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
@@ -300,25 +440,45 @@ static void f_Scatter(void **next, const char *sym, void *sbuf, int *scount, int
 CMX_EXPORT void mpi_scatter_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatter(&next, "mpi_scatter_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_scatter__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatter(&next, "mpi_scatter__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_scatter(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatter(&next, "mpi_scatter", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void MPI_SCATTER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatter(&next, "MPI_SCATTER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 
-static void f_Scatterv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
+static CMX_NOINLINE void f_Scatterv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
@@ -331,25 +491,45 @@ static void f_Scatterv(void **next, const char *sym, void *sbuf, const int *scou
 CMX_EXPORT void mpi_scatterv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatterv(&next, "mpi_scatterv_", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_scatterv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatterv(&next, "mpi_scatterv__", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void mpi_scatterv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatterv(&next, "mpi_scatterv", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 CMX_EXPORT void MPI_SCATTERV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
+		return;
+	}
 	f_Scatterv(&next, "MPI_SCATTERV", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, ierr);
 }
 
-static void f_Alltoall(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
+static CMX_NOINLINE void f_Alltoall(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
@@ -362,25 +542,45 @@ static void f_Alltoall(void **next, const char *sym, void *sbuf, int *scount, in
 CMX_EXPORT void mpi_alltoall_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoall(&next, "mpi_alltoall_", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_alltoall__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoall(&next, "mpi_alltoall__", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_alltoall(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoall(&next, "mpi_alltoall", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 CMX_EXPORT void MPI_ALLTOALL(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoall(&next, "MPI_ALLTOALL", sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
 }
 
-static void f_Alltoallv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
+static CMX_NOINLINE void f_Alltoallv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
@@ -393,25 +593,45 @@ static void f_Alltoallv(void **next, const char *sym, void *sbuf, const int *sco
 CMX_EXPORT void mpi_alltoallv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoallv(&next, "mpi_alltoallv_", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_alltoallv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoallv(&next, "mpi_alltoallv__", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void mpi_alltoallv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoallv(&next, "mpi_alltoallv", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 CMX_EXPORT void MPI_ALLTOALLV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+		return;
+	}
 	f_Alltoallv(&next, "MPI_ALLTOALLV", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
 }
 
-static void f_Reduce_scatter(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
+static CMX_NOINLINE void f_Reduce_scatter(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcounts, dtype, op, comm, ierr);
@@ -424,25 +644,45 @@ static void f_Reduce_scatter(void **next, const char *sym, void *sbuf, void *rbu
 CMX_EXPORT void mpi_reduce_scatter_(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter(&next, "mpi_reduce_scatter_", sbuf, rbuf, rcounts, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter__(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter(&next, "mpi_reduce_scatter__", sbuf, rbuf, rcounts, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter(&next, "mpi_reduce_scatter", sbuf, rbuf, rcounts, dtype, op, comm, ierr);
 }
 CMX_EXPORT void MPI_REDUCE_SCATTER(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter(&next, "MPI_REDUCE_SCATTER", sbuf, rbuf, rcounts, dtype, op, comm, ierr);
 }
 
-static void f_Reduce_scatter_block(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
+static CMX_NOINLINE void f_Reduce_scatter_block(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcount, dtype, op, comm, ierr);
@@ -455,25 +695,45 @@ static void f_Reduce_scatter_block(void **next, const char *sym, void *sbuf, voi
 CMX_EXPORT void mpi_reduce_scatter_block_(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter_block(&next, "mpi_reduce_scatter_block_", sbuf, rbuf, rcount, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_block__(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter_block(&next, "mpi_reduce_scatter_block__", sbuf, rbuf, rcount, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_block(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter_block(&next, "mpi_reduce_scatter_block", sbuf, rbuf, rcount, dtype, op, comm, ierr);
 }
 CMX_EXPORT void MPI_REDUCE_SCATTER_BLOCK(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, ierr);
+		return;
+	}
 	f_Reduce_scatter_block(&next, "MPI_REDUCE_SCATTER_BLOCK", sbuf, rbuf, rcount, dtype, op, comm, ierr);
 }
 
-static void f_Scan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
+static CMX_NOINLINE void f_Scan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, ierr);
@@ -486,25 +746,45 @@ static void f_Scan(void **next, const char *sym, void *sbuf, void *rbuf, int *co
 CMX_EXPORT void mpi_scan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Scan(&next, "mpi_scan_", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_scan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Scan(&next, "mpi_scan__", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_scan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Scan(&next, "mpi_scan", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void MPI_SCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Scan(&next, "MPI_SCAN", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 
-static void f_Exscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
+static CMX_NOINLINE void f_Exscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, ierr);
@@ -517,25 +797,45 @@ static void f_Exscan(void **next, const char *sym, void *sbuf, void *rbuf, int *
 CMX_EXPORT void mpi_exscan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Exscan(&next, "mpi_exscan_", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_exscan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Exscan(&next, "mpi_exscan__", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void mpi_exscan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Exscan(&next, "mpi_exscan", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 CMX_EXPORT void MPI_EXSCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, ierr);
+		return;
+	}
 	f_Exscan(&next, "MPI_EXSCAN", sbuf, rbuf, count, dtype, op, comm, ierr);
 }
 
-static void f_Barrier(void **next, const char *sym, int *comm, int *ierr)
+static CMX_NOINLINE void f_Barrier(void **next, const char *sym, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(int *, int *))cmx_fortran_next(next, sym))(comm, ierr);
@@ -548,25 +848,45 @@ static void f_Barrier(void **next, const char *sym, int *comm, int *ierr)
 CMX_EXPORT void mpi_barrier_(int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *))f)(comm, ierr);
+		return;
+	}
 	f_Barrier(&next, "mpi_barrier_", comm, ierr);
 }
 CMX_EXPORT void mpi_barrier__(int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *))f)(comm, ierr);
+		return;
+	}
 	f_Barrier(&next, "mpi_barrier__", comm, ierr);
 }
 CMX_EXPORT void mpi_barrier(int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *))f)(comm, ierr);
+		return;
+	}
 	f_Barrier(&next, "mpi_barrier", comm, ierr);
 }
 CMX_EXPORT void MPI_BARRIER(int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *))f)(comm, ierr);
+		return;
+	}
 	f_Barrier(&next, "MPI_BARRIER", comm, ierr);
 }
 
-static void f_Iallreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iallreduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
@@ -582,25 +902,45 @@ static void f_Iallreduce(void **next, const char *sym, void *sbuf, void *rbuf, i
 CMX_EXPORT void mpi_iallreduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iallreduce(&next, "mpi_iallreduce_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallreduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iallreduce(&next, "mpi_iallreduce__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallreduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iallreduce(&next, "mpi_iallreduce", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IALLREDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iallreduce(&next, "MPI_IALLREDUCE", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 
-static void f_Ireduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ireduce(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
@@ -616,25 +956,45 @@ static void f_Ireduce(void **next, const char *sym, void *sbuf, void *rbuf, int 
 CMX_EXPORT void mpi_ireduce_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+		return;
+	}
 	f_Ireduce(&next, "mpi_ireduce_", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+		return;
+	}
 	f_Ireduce(&next, "mpi_ireduce__", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+		return;
+	}
 	f_Ireduce(&next, "mpi_ireduce", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IREDUCE(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
+		return;
+	}
 	f_Ireduce(&next, "MPI_IREDUCE", sbuf, rbuf, count, dtype, op, root, comm, req, ierr);
 }
 
-static void f_Ibcast(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ibcast(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, root, comm, req, ierr);
@@ -650,25 +1010,45 @@ static void f_Ibcast(void **next, const char *sym, void *buf, int *count, int *d
 CMX_EXPORT void mpi_ibcast_(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, req, ierr);
+		return;
+	}
 	f_Ibcast(&next, "mpi_ibcast_", buf, count, dtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibcast__(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, req, ierr);
+		return;
+	}
 	f_Ibcast(&next, "mpi_ibcast__", buf, count, dtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibcast(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, req, ierr);
+		return;
+	}
 	f_Ibcast(&next, "mpi_ibcast", buf, count, dtype, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IBCAST(void *buf, int *count, int *dtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, req, ierr);
+		return;
+	}
 	f_Ibcast(&next, "MPI_IBCAST", buf, count, dtype, root, comm, req, ierr);
 }
 
-static void f_Iallgather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iallgather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
@@ -684,25 +1064,45 @@ static void f_Iallgather(void **next, const char *sym, void *sbuf, int *scount, 
 CMX_EXPORT void mpi_iallgather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgather(&next, "mpi_iallgather_", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallgather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgather(&next, "mpi_iallgather__", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallgather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgather(&next, "mpi_iallgather", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IALLGATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgather(&next, "MPI_IALLGATHER", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 
-static void f_Iallgatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iallgatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
@@ -718,25 +1118,45 @@ static void f_Iallgatherv(void **next, const char *sym, void *sbuf, int *scount,
 CMX_EXPORT void mpi_iallgatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgatherv(&next, "mpi_iallgatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallgatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgatherv(&next, "mpi_iallgatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iallgatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgatherv(&next, "mpi_iallgatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IALLGATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Iallgatherv(&next, "MPI_IALLGATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 
-static void f_Igather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Igather(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
@@ -752,25 +1172,45 @@ static void f_Igather(void **next, const char *sym, void *sbuf, int *scount, int
 CMX_EXPORT void mpi_igather_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igather(&next, "mpi_igather_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_igather__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igather(&next, "mpi_igather__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_igather(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igather(&next, "mpi_igather", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IGATHER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igather(&next, "MPI_IGATHER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 
-static void f_Igatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Igatherv(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
@@ -786,25 +1226,45 @@ static void f_Igatherv(void **next, const char *sym, void *sbuf, int *scount, in
 CMX_EXPORT void mpi_igatherv_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igatherv(&next, "mpi_igatherv_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_igatherv__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igatherv(&next, "mpi_igatherv__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_igatherv(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igatherv(&next, "mpi_igatherv", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IGATHERV(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Igatherv(&next, "MPI_IGATHERV", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, req, ierr);
 }
 
-static void f_Iscatter(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iscatter(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
@@ -820,25 +1280,45 @@ static void f_Iscatter(void **next, const char *sym, void *sbuf, int *scount, in
 CMX_EXPORT void mpi_iscatter_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatter(&next, "mpi_iscatter_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscatter__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatter(&next, "mpi_iscatter__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscatter(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatter(&next, "mpi_iscatter", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_ISCATTER(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatter(&next, "MPI_ISCATTER", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 
-static void f_Iscatterv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iscatterv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
@@ -854,25 +1334,45 @@ static void f_Iscatterv(void **next, const char *sym, void *sbuf, const int *sco
 CMX_EXPORT void mpi_iscatterv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatterv(&next, "mpi_iscatterv_", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscatterv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatterv(&next, "mpi_iscatterv__", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscatterv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatterv(&next, "mpi_iscatterv", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 CMX_EXPORT void MPI_ISCATTERV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+		return;
+	}
 	f_Iscatterv(&next, "MPI_ISCATTERV", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, req, ierr);
 }
 
-static void f_Ialltoall(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ialltoall(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
@@ -888,25 +1388,45 @@ static void f_Ialltoall(void **next, const char *sym, void *sbuf, int *scount, i
 CMX_EXPORT void mpi_ialltoall_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoall(&next, "mpi_ialltoall_", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ialltoall__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoall(&next, "mpi_ialltoall__", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ialltoall(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoall(&next, "mpi_ialltoall", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IALLTOALL(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoall(&next, "MPI_IALLTOALL", sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
 
-static void f_Ialltoallv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ialltoallv(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
@@ -922,25 +1442,45 @@ static void f_Ialltoallv(void **next, const char *sym, void *sbuf, const int *sc
 CMX_EXPORT void mpi_ialltoallv_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoallv(&next, "mpi_ialltoallv_", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ialltoallv__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoallv(&next, "mpi_ialltoallv__", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ialltoallv(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoallv(&next, "mpi_ialltoallv", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IALLTOALLV(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+		return;
+	}
 	f_Ialltoallv(&next, "MPI_IALLTOALLV", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 
-static void f_Ireduce_scatter(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ireduce_scatter(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
@@ -956,25 +1496,45 @@ static void f_Ireduce_scatter(void **next, const char *sym, void *sbuf, void *rb
 CMX_EXPORT void mpi_ireduce_scatter_(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter(&next, "mpi_ireduce_scatter_", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce_scatter__(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter(&next, "mpi_ireduce_scatter__", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce_scatter(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter(&next, "mpi_ireduce_scatter", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IREDUCE_SCATTER(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter(&next, "MPI_IREDUCE_SCATTER", sbuf, rbuf, rcounts, dtype, op, comm, req, ierr);
 }
 
-static void f_Ireduce_scatter_block(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ireduce_scatter_block(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
@@ -990,25 +1550,45 @@ static void f_Ireduce_scatter_block(void **next, const char *sym, void *sbuf, vo
 CMX_EXPORT void mpi_ireduce_scatter_block_(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block_", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce_scatter_block__(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block__", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ireduce_scatter_block(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter_block(&next, "mpi_ireduce_scatter_block", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IREDUCE_SCATTER_BLOCK(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Ireduce_scatter_block(&next, "MPI_IREDUCE_SCATTER_BLOCK", sbuf, rbuf, rcount, dtype, op, comm, req, ierr);
 }
 
-static void f_Iscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
@@ -1024,25 +1604,45 @@ static void f_Iscan(void **next, const char *sym, void *sbuf, void *rbuf, int *c
 CMX_EXPORT void mpi_iscan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iscan(&next, "mpi_iscan_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iscan(&next, "mpi_iscan__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iscan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iscan(&next, "mpi_iscan", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void MPI_ISCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iscan(&next, "MPI_ISCAN", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 
-static void f_Iexscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Iexscan(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, req, ierr);
@@ -1058,25 +1658,45 @@ static void f_Iexscan(void **next, const char *sym, void *sbuf, void *rbuf, int 
 CMX_EXPORT void mpi_iexscan_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iexscan(&next, "mpi_iexscan_", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iexscan__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iexscan(&next, "mpi_iexscan__", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void mpi_iexscan(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iexscan(&next, "mpi_iexscan", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IEXSCAN(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, req, ierr);
+		return;
+	}
 	f_Iexscan(&next, "MPI_IEXSCAN", sbuf, rbuf, count, dtype, op, comm, req, ierr);
 }
 
-static void f_Ibarrier(void **next, const char *sym, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ibarrier(void **next, const char *sym, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(int *, int *, int *))cmx_fortran_next(next, sym))(comm, req, ierr);
@@ -1092,25 +1712,45 @@ static void f_Ibarrier(void **next, const char *sym, int *comm, int *req, int *i
 CMX_EXPORT void mpi_ibarrier_(int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *))f)(comm, req, ierr);
+		return;
+	}
 	f_Ibarrier(&next, "mpi_ibarrier_", comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibarrier__(int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *))f)(comm, req, ierr);
+		return;
+	}
 	f_Ibarrier(&next, "mpi_ibarrier__", comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibarrier(int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *))f)(comm, req, ierr);
+		return;
+	}
 	f_Ibarrier(&next, "mpi_ibarrier", comm, req, ierr);
 }
 CMX_EXPORT void MPI_IBARRIER(int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *))f)(comm, req, ierr);
+		return;
+	}
 	f_Ibarrier(&next, "MPI_IBARRIER", comm, req, ierr);
 }
 
-static void f_Allreduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Allreduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
@@ -1126,25 +1766,45 @@ static void f_Allreduce_init(void **next, const char *sym, void *sbuf, void *rbu
 CMX_EXPORT void mpi_allreduce_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Allreduce_init(&next, "mpi_allreduce_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allreduce_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Allreduce_init(&next, "mpi_allreduce_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allreduce_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Allreduce_init(&next, "mpi_allreduce_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_ALLREDUCE_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Allreduce_init(&next, "MPI_ALLREDUCE_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 
-static void f_Reduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Reduce_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
@@ -1160,25 +1820,45 @@ static void f_Reduce_init(void **next, const char *sym, void *sbuf, void *rbuf, 
 CMX_EXPORT void mpi_reduce_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_init(&next, "mpi_reduce_init_", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_init(&next, "mpi_reduce_init__", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_init(&next, "mpi_reduce_init", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_REDUCE_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_init(&next, "MPI_REDUCE_INIT", sbuf, rbuf, count, dtype, op, root, comm, info, req, ierr);
 }
 
-static void f_Bcast_init(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Bcast_init(void **next, const char *sym, void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, root, comm, info, req, ierr);
@@ -1194,25 +1874,45 @@ static void f_Bcast_init(void **next, const char *sym, void *buf, int *count, in
 CMX_EXPORT void mpi_bcast_init_(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Bcast_init(&next, "mpi_bcast_init_", buf, count, dtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_bcast_init__(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Bcast_init(&next, "mpi_bcast_init__", buf, count, dtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_bcast_init(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Bcast_init(&next, "mpi_bcast_init", buf, count, dtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_BCAST_INIT(void *buf, int *count, int *dtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Bcast_init(&next, "MPI_BCAST_INIT", buf, count, dtype, root, comm, info, req, ierr);
 }
 
-static void f_Allgather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Allgather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
@@ -1228,25 +1928,45 @@ static void f_Allgather_init(void **next, const char *sym, void *sbuf, int *scou
 CMX_EXPORT void mpi_allgather_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgather_init(&next, "mpi_allgather_init_", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allgather_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgather_init(&next, "mpi_allgather_init__", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allgather_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgather_init(&next, "mpi_allgather_init", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_ALLGATHER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgather_init(&next, "MPI_ALLGATHER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 
-static void f_Allgatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Allgatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
@@ -1262,25 +1982,45 @@ static void f_Allgatherv_init(void **next, const char *sym, void *sbuf, int *sco
 CMX_EXPORT void mpi_allgatherv_init_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgatherv_init(&next, "mpi_allgatherv_init_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allgatherv_init__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgatherv_init(&next, "mpi_allgatherv_init__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_allgatherv_init(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgatherv_init(&next, "mpi_allgatherv_init", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_ALLGATHERV_INIT(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Allgatherv_init(&next, "MPI_ALLGATHERV_INIT", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 
-static void f_Gather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Gather_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
@@ -1296,25 +2036,45 @@ static void f_Gather_init(void **next, const char *sym, void *sbuf, int *scount,
 CMX_EXPORT void mpi_gather_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gather_init(&next, "mpi_gather_init_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_gather_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gather_init(&next, "mpi_gather_init__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_gather_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gather_init(&next, "mpi_gather_init", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_GATHER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gather_init(&next, "MPI_GATHER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 
-static void f_Gatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Gatherv_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
@@ -1330,25 +2090,45 @@ static void f_Gatherv_init(void **next, const char *sym, void *sbuf, int *scount
 CMX_EXPORT void mpi_gatherv_init_(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gatherv_init(&next, "mpi_gatherv_init_", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_gatherv_init__(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gatherv_init(&next, "mpi_gatherv_init__", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_gatherv_init(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gatherv_init(&next, "mpi_gatherv_init", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_GATHERV_INIT(void *sbuf, int *scount, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Gatherv_init(&next, "MPI_GATHERV_INIT", sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, root, comm, info, req, ierr);
 }
 
-static void f_Scatter_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Scatter_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
@@ -1364,25 +2144,45 @@ static void f_Scatter_init(void **next, const char *sym, void *sbuf, int *scount
 CMX_EXPORT void mpi_scatter_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatter_init(&next, "mpi_scatter_init_", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scatter_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatter_init(&next, "mpi_scatter_init__", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scatter_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatter_init(&next, "mpi_scatter_init", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_SCATTER_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatter_init(&next, "MPI_SCATTER_INIT", sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 
-static void f_Scatterv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Scatterv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
@@ -1398,25 +2198,45 @@ static void f_Scatterv_init(void **next, const char *sym, void *sbuf, const int 
 CMX_EXPORT void mpi_scatterv_init_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatterv_init(&next, "mpi_scatterv_init_", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scatterv_init__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatterv_init(&next, "mpi_scatterv_init__", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scatterv_init(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatterv_init(&next, "mpi_scatterv_init", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_SCATTERV_INIT(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, int *rcount, int *rtype, int *root, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
+		return;
+	}
 	f_Scatterv_init(&next, "MPI_SCATTERV_INIT", sbuf, scounts, sdispls, stype, rbuf, rcount, rtype, root, comm, info, req, ierr);
 }
 
-static void f_Alltoall_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Alltoall_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
@@ -1432,25 +2252,45 @@ static void f_Alltoall_init(void **next, const char *sym, void *sbuf, int *scoun
 CMX_EXPORT void mpi_alltoall_init_(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoall_init(&next, "mpi_alltoall_init_", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_alltoall_init__(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoall_init(&next, "mpi_alltoall_init__", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_alltoall_init(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoall_init(&next, "mpi_alltoall_init", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_ALLTOALL_INIT(void *sbuf, int *scount, int *stype, void *rbuf, int *rcount, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoall_init(&next, "MPI_ALLTOALL_INIT", sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr);
 }
 
-static void f_Alltoallv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Alltoallv_init(void **next, const char *sym, void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
@@ -1466,25 +2306,45 @@ static void f_Alltoallv_init(void **next, const char *sym, void *sbuf, const int
 CMX_EXPORT void mpi_alltoallv_init_(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoallv_init(&next, "mpi_alltoallv_init_", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_alltoallv_init__(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoallv_init(&next, "mpi_alltoallv_init__", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_alltoallv_init(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoallv_init(&next, "mpi_alltoallv_init", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_ALLTOALLV_INIT(void *sbuf, const int *scounts, const int *sdispls, int *stype, void *rbuf, const int *rcounts, const int *rdispls, int *rtype, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, const int *, const int *, int *, void *, const int *, const int *, int *, int *, int *, int *, int *))f)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
+		return;
+	}
 	f_Alltoallv_init(&next, "MPI_ALLTOALLV_INIT", sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, ierr);
 }
 
-static void f_Reduce_scatter_init(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Reduce_scatter_init(void **next, const char *sym, void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
@@ -1500,25 +2360,45 @@ static void f_Reduce_scatter_init(void **next, const char *sym, void *sbuf, void
 CMX_EXPORT void mpi_reduce_scatter_init_(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init_", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_init__(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init__", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_init(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_init(&next, "mpi_reduce_scatter_init", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_REDUCE_SCATTER_INIT(void *sbuf, void *rbuf, const int *rcounts, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, const int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_init(&next, "MPI_REDUCE_SCATTER_INIT", sbuf, rbuf, rcounts, dtype, op, comm, info, req, ierr);
 }
 
-static void f_Reduce_scatter_block_init(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Reduce_scatter_block_init(void **next, const char *sym, void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
@@ -1534,25 +2414,45 @@ static void f_Reduce_scatter_block_init(void **next, const char *sym, void *sbuf
 CMX_EXPORT void mpi_reduce_scatter_block_init_(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init_", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_block_init__(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init__", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_reduce_scatter_block_init(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_block_init(&next, "mpi_reduce_scatter_block_init", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_REDUCE_SCATTER_BLOCK_INIT(void *sbuf, void *rbuf, int *rcount, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Reduce_scatter_block_init(&next, "MPI_REDUCE_SCATTER_BLOCK_INIT", sbuf, rbuf, rcount, dtype, op, comm, info, req, ierr);
 }
 
-static void f_Scan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Scan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
@@ -1568,25 +2468,45 @@ static void f_Scan_init(void **next, const char *sym, void *sbuf, void *rbuf, in
 CMX_EXPORT void mpi_scan_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Scan_init(&next, "mpi_scan_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scan_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Scan_init(&next, "mpi_scan_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_scan_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Scan_init(&next, "mpi_scan_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_SCAN_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Scan_init(&next, "MPI_SCAN_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 
-static void f_Exscan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Exscan_init(void **next, const char *sym, void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
@@ -1602,25 +2522,45 @@ static void f_Exscan_init(void **next, const char *sym, void *sbuf, void *rbuf, 
 CMX_EXPORT void mpi_exscan_init_(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Exscan_init(&next, "mpi_exscan_init_", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_exscan_init__(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Exscan_init(&next, "mpi_exscan_init__", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_exscan_init(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Exscan_init(&next, "mpi_exscan_init", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_EXSCAN_INIT(void *sbuf, void *rbuf, int *count, int *dtype, int *op, int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
+		return;
+	}
 	f_Exscan_init(&next, "MPI_EXSCAN_INIT", sbuf, rbuf, count, dtype, op, comm, info, req, ierr);
 }
 
-static void f_Barrier_init(void **next, const char *sym, int *comm, int *info, int *req, int *ierr)
+static CMX_NOINLINE void f_Barrier_init(void **next, const char *sym, int *comm, int *info, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(int *, int *, int *, int *))cmx_fortran_next(next, sym))(comm, info, req, ierr);
@@ -1636,25 +2576,45 @@ static void f_Barrier_init(void **next, const char *sym, int *comm, int *info, i
 CMX_EXPORT void mpi_barrier_init_(int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *, int *))f)(comm, info, req, ierr);
+		return;
+	}
 	f_Barrier_init(&next, "mpi_barrier_init_", comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_barrier_init__(int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *, int *))f)(comm, info, req, ierr);
+		return;
+	}
 	f_Barrier_init(&next, "mpi_barrier_init__", comm, info, req, ierr);
 }
 CMX_EXPORT void mpi_barrier_init(int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *, int *))f)(comm, info, req, ierr);
+		return;
+	}
 	f_Barrier_init(&next, "mpi_barrier_init", comm, info, req, ierr);
 }
 CMX_EXPORT void MPI_BARRIER_INIT(int *comm, int *info, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(int *, int *, int *, int *))f)(comm, info, req, ierr);
+		return;
+	}
 	f_Barrier_init(&next, "MPI_BARRIER_INIT", comm, info, req, ierr);
 }
 
-static void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+static CMX_NOINLINE void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
@@ -1667,25 +2627,45 @@ static void f_Send(void **next, const char *sym, void *sbuf, int *scount, int *s
 CMX_EXPORT void mpi_send_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Send(&next, "mpi_send_", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_send__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Send(&next, "mpi_send__", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_send(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Send(&next, "mpi_send", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void MPI_SEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Send(&next, "MPI_SEND", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 
-static void f_Ssend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+static CMX_NOINLINE void f_Ssend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
@@ -1698,25 +2678,45 @@ static void f_Ssend(void **next, const char *sym, void *sbuf, int *scount, int *
 CMX_EXPORT void mpi_ssend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Ssend(&next, "mpi_ssend_", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_ssend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Ssend(&next, "mpi_ssend__", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_ssend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Ssend(&next, "mpi_ssend", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void MPI_SSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Ssend(&next, "MPI_SSEND", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 
-static void f_Bsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+static CMX_NOINLINE void f_Bsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
@@ -1729,25 +2729,45 @@ static void f_Bsend(void **next, const char *sym, void *sbuf, int *scount, int *
 CMX_EXPORT void mpi_bsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Bsend(&next, "mpi_bsend_", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_bsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Bsend(&next, "mpi_bsend__", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_bsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Bsend(&next, "mpi_bsend", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void MPI_BSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Bsend(&next, "MPI_BSEND", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 
-static void f_Rsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
+static CMX_NOINLINE void f_Rsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, ierr);
@@ -1760,25 +2780,45 @@ static void f_Rsend(void **next, const char *sym, void *sbuf, int *scount, int *
 CMX_EXPORT void mpi_rsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Rsend(&next, "mpi_rsend_", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_rsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Rsend(&next, "mpi_rsend__", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void mpi_rsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Rsend(&next, "mpi_rsend", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 CMX_EXPORT void MPI_RSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, ierr);
+		return;
+	}
 	f_Rsend(&next, "MPI_RSEND", sbuf, scount, stype, dest, tag, comm, ierr);
 }
 
-static void f_Isend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Isend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1794,25 +2834,45 @@ static void f_Isend(void **next, const char *sym, void *sbuf, int *scount, int *
 CMX_EXPORT void mpi_isend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Isend(&next, "mpi_isend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_isend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Isend(&next, "mpi_isend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_isend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Isend(&next, "mpi_isend", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_ISEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Isend(&next, "MPI_ISEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Issend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Issend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1828,25 +2888,45 @@ static void f_Issend(void **next, const char *sym, void *sbuf, int *scount, int 
 CMX_EXPORT void mpi_issend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Issend(&next, "mpi_issend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_issend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Issend(&next, "mpi_issend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_issend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Issend(&next, "mpi_issend", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_ISSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Issend(&next, "MPI_ISSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Ibsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ibsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1862,25 +2942,45 @@ static void f_Ibsend(void **next, const char *sym, void *sbuf, int *scount, int 
 CMX_EXPORT void mpi_ibsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ibsend(&next, "mpi_ibsend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ibsend(&next, "mpi_ibsend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ibsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ibsend(&next, "mpi_ibsend", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IBSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ibsend(&next, "MPI_IBSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Irsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Irsend(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1896,25 +2996,45 @@ static void f_Irsend(void **next, const char *sym, void *sbuf, int *scount, int 
 CMX_EXPORT void mpi_irsend_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Irsend(&next, "mpi_irsend_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_irsend__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Irsend(&next, "mpi_irsend__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_irsend(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Irsend(&next, "mpi_irsend", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IRSEND(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Irsend(&next, "MPI_IRSEND", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Send_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Send_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1930,25 +3050,45 @@ static void f_Send_init(void **next, const char *sym, void *sbuf, int *scount, i
 CMX_EXPORT void mpi_send_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Send_init(&next, "mpi_send_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_send_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Send_init(&next, "mpi_send_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_send_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Send_init(&next, "mpi_send_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_SEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Send_init(&next, "MPI_SEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Ssend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Ssend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1964,25 +3104,45 @@ static void f_Ssend_init(void **next, const char *sym, void *sbuf, int *scount, 
 CMX_EXPORT void mpi_ssend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ssend_init(&next, "mpi_ssend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ssend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ssend_init(&next, "mpi_ssend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_ssend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ssend_init(&next, "mpi_ssend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_SSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Ssend_init(&next, "MPI_SSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Bsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Bsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -1998,25 +3158,45 @@ static void f_Bsend_init(void **next, const char *sym, void *sbuf, int *scount, 
 CMX_EXPORT void mpi_bsend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Bsend_init(&next, "mpi_bsend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_bsend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Bsend_init(&next, "mpi_bsend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_bsend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Bsend_init(&next, "mpi_bsend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_BSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Bsend_init(&next, "MPI_BSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Rsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Rsend_init(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, tag, comm, req, ierr);
@@ -2032,25 +3212,45 @@ static void f_Rsend_init(void **next, const char *sym, void *sbuf, int *scount, 
 CMX_EXPORT void mpi_rsend_init_(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Rsend_init(&next, "mpi_rsend_init_", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_rsend_init__(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Rsend_init(&next, "mpi_rsend_init__", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_rsend_init(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Rsend_init(&next, "mpi_rsend_init", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_RSEND_INIT(void *sbuf, int *scount, int *stype, int *dest, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, tag, comm, req, ierr);
+		return;
+	}
 	f_Rsend_init(&next, "MPI_RSEND_INIT", sbuf, scount, stype, dest, tag, comm, req, ierr);
 }
 
-static void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
+static CMX_NOINLINE void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, status, ierr);
@@ -2065,25 +3265,45 @@ static void f_Recv(void **next, const char *sym, void *rbuf, int *rcount, int *r
 CMX_EXPORT void mpi_recv_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, status, ierr);
+		return;
+	}
 	f_Recv(&next, "mpi_recv_", rbuf, rcount, rtype, source, tag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_recv__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, status, ierr);
+		return;
+	}
 	f_Recv(&next, "mpi_recv__", rbuf, rcount, rtype, source, tag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_recv(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, status, ierr);
+		return;
+	}
 	f_Recv(&next, "mpi_recv", rbuf, rcount, rtype, source, tag, comm, status, ierr);
 }
 CMX_EXPORT void MPI_RECV(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, status, ierr);
+		return;
+	}
 	f_Recv(&next, "MPI_RECV", rbuf, rcount, rtype, source, tag, comm, status, ierr);
 }
 
-static void f_Irecv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Irecv(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, req, ierr);
@@ -2099,25 +3319,45 @@ static void f_Irecv(void **next, const char *sym, void *rbuf, int *rcount, int *
 CMX_EXPORT void mpi_irecv_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Irecv(&next, "mpi_irecv_", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_irecv__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Irecv(&next, "mpi_irecv__", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_irecv(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Irecv(&next, "mpi_irecv", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_IRECV(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Irecv(&next, "MPI_IRECV", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 
-static void f_Recv_init(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
+static CMX_NOINLINE void f_Recv_init(void **next, const char *sym, void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(rbuf, rcount, rtype, source, tag, comm, req, ierr);
@@ -2133,25 +3373,45 @@ static void f_Recv_init(void **next, const char *sym, void *rbuf, int *rcount, i
 CMX_EXPORT void mpi_recv_init_(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Recv_init(&next, "mpi_recv_init_", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_recv_init__(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Recv_init(&next, "mpi_recv_init__", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void mpi_recv_init(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Recv_init(&next, "mpi_recv_init", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 CMX_EXPORT void MPI_RECV_INIT(void *rbuf, int *rcount, int *rtype, int *source, int *tag, int *comm, int *req, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *))f)(rbuf, rcount, rtype, source, tag, comm, req, ierr);
+		return;
+	}
 	f_Recv_init(&next, "MPI_RECV_INIT", rbuf, rcount, rtype, source, tag, comm, req, ierr);
 }
 
-static void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
+static CMX_NOINLINE void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
@@ -2166,25 +3426,45 @@ static void f_Sendrecv(void **next, const char *sym, void *sbuf, int *scount, in
 CMX_EXPORT void mpi_sendrecv_(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv(&next, "mpi_sendrecv_", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_sendrecv__(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv(&next, "mpi_sendrecv__", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_sendrecv(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv(&next, "mpi_sendrecv", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void MPI_SENDRECV(void *sbuf, int *scount, int *stype, int *dest, int *stag, void *rbuf, int *rcount, int *rtype, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, void *, int *, int *, int *, int *, int *, int *, int *))f)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv(&next, "MPI_SENDRECV", sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
 }
 
-static void f_Sendrecv_replace(void **next, const char *sym, void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
+static CMX_NOINLINE void f_Sendrecv_replace(void **next, const char *sym, void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	if (!cmx_fortran_direct()) {
 		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))cmx_fortran_next(next, sym))(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
@@ -2199,21 +3479,41 @@ static void f_Sendrecv_replace(void **next, const char *sym, void *buf, int *cou
 CMX_EXPORT void mpi_sendrecv_replace_(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv_replace(&next, "mpi_sendrecv_replace_", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_sendrecv_replace__(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv_replace(&next, "mpi_sendrecv_replace__", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void mpi_sendrecv_replace(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv_replace(&next, "mpi_sendrecv_replace", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
 }
 CMX_EXPORT void MPI_SENDRECV_REPLACE(void *buf, int *count, int *dtype, int *dest, int *stag, int *source, int *rtag, int *comm, int *status, int *ierr)
 {
 	static void *next;
+	void *f = cmx_fortran_forward(&next);
+	if (CMX_LIKELY(f != NULL)) {
+		((void (*)(void *, int *, int *, int *, int *, int *, int *, int *, int *, int *))f)(buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
+		return;
+	}
 	f_Sendrecv_replace(&next, "MPI_SENDRECV_REPLACE", buf, count, dtype, dest, stag, source, rtag, comm, status, ierr);
 }
 

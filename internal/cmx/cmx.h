@@ -339,6 +339,14 @@ static inline int cmx_fortran_direct(void) /* convert and call collmux's C entry
 	return cmx_state.fortran_direct;
 }
 void *cmx_fortran_lookup(void **next, const char *sym);
+/* The MPI's own Fortran function *next when a call forwards to it at once
+ * (collmux set up, not converting, the function looked up before), else
+ * NULL: loads only, so a forwarding entry point needs no stack frame. */
+static inline void *cmx_fortran_forward(void **next)
+{
+	return __atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE) && !cmx_state.fortran_direct ? __atomic_load_n(next, __ATOMIC_ACQUIRE)
+												: NULL;
+}
 static inline void *cmx_fortran_next(void **next, const char *sym) /* the MPI's own Fortran function sym, looked up once */
 {
 	void *f = __atomic_load_n(next, __ATOMIC_ACQUIRE);
