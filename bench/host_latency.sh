@@ -77,7 +77,9 @@ for impl in ${MPIS:-openmpi mpich}; do
     cc=mpicc.mpich fc="" run=mpirun.mpich ccflags=(-mpi-abi) label="mpi-abi (MPICH"
   fi
   command -v $cc >/dev/null && command -v $run >/dev/null || continue
-  version=$($run --version 2>&1 | grep -m1 -oE '[0-9]+\.[0-9]+\.[0-9]+')
+  # awk reads to the end: grep -m1 stopping early could kill the launcher
+  # with SIGPIPE, which pipefail turns into this script's exit
+  version=$($run --version 2>&1 | awk 'match($0, /[0-9]+\.[0-9]+\.[0-9]+/) && !v {v = substr($0, RSTART, RLENGTH)} END {print v}')
   [ $impl = mpi-abi ] && version="$version, libmpi_abi)"
   for lang in C C-iallreduce C-pingpong Fortran; do
     mode=allreduce

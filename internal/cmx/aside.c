@@ -23,7 +23,9 @@
  * whatever thread level it asked for.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "cmx.h"
 
@@ -48,12 +50,15 @@ static void in_child(void)
 	forked = 1;
 }
 
+/* At load, so that a child forked before the server started knows it has
+ * none (glibc keeps the first handlers without allocating). */
+__attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, in_child); }
+
 /* The server: a goroutine started by package main's init calls this and
  * never returns (capi/main.go). */
 void cmx_aside_serve(void)
 {
 	serving = 1;
-	pthread_atfork(NULL, NULL, in_child);
 	pthread_mutex_lock(&mu);
 	for (;;) {
 		while (!slot || slot->done)
@@ -68,22 +73,40 @@ void cmx_aside_serve(void)
 	}
 }
 
+/* A thread waiting here cannot be cancelled (it would leave mu held and
+ * its job on a dead stack). A wait that lasts says so once: a first call
+ * from a library constructor, made under the dynamic loader's lock, which
+ * the set-up's symbol lookups need too, waits forever. */
 void cmx_aside(void (*fn)(void *), void *arg)
 {
 	struct job j = {fn, arg, 0};
-	pthread_mutex_lock(&mu);
-	if (serving || forked) { /* a job's own call into Go; a child of fork */
-		pthread_mutex_unlock(&mu);
+	int cancel;
+	if (serving) { /* a job's own call into Go */
 		fn(arg);
 		return;
 	}
-	while (slot)
-		pthread_cond_wait(&finished, &mu);
-	slot = &j;
-	pthread_cond_signal(&posted);
-	while (!j.done)
-		pthread_cond_wait(&finished, &mu);
-	pthread_mutex_unlock(&mu);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	pthread_mutex_lock(&mu);
+	if (forked) {
+		pthread_mutex_unlock(&mu);
+		fn(arg);
+	} else {
+		while (slot)
+			pthread_cond_wait(&finished, &mu);
+		slot = &j;
+		pthread_cond_signal(&posted);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 30;
+		while (!j.done)
+			if (pthread_cond_timedwait(&finished, &mu, &until) == ETIMEDOUT) {
+				cmx_log(0, "still waiting after 30 s for collmux's set-up thread (compiling kernels takes a while; "
+					   "a first MPI call from a library constructor waits forever)");
+				until.tv_sec += 1 << 30;
+			}
+		pthread_mutex_unlock(&mu);
+	}
+	pthread_setcancelstate(cancel, NULL);
 }
 
 /* ---- the calls into Go (goexports.h), each made aside ---- */
