@@ -74,7 +74,7 @@ void cmx_aside_serve(void)
 }
 
 /* A thread waiting here cannot be cancelled (it would leave mu held and
- * its job on a dead stack). A wait that lasts says so once: a first call
+ * its job on a dead stack). A wait that lasts two minutes says so once: a first call
  * from a library constructor, made under the dynamic loader's lock, which
  * the set-up's symbol lookups need too, waits forever. */
 void cmx_aside(void (*fn)(void *), void *arg)
@@ -97,10 +97,10 @@ void cmx_aside(void (*fn)(void *), void *arg)
 		pthread_cond_signal(&posted);
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 30;
+		until.tv_sec += 120;
 		while (!j.done)
 			if (pthread_cond_timedwait(&finished, &mu, &until) == ETIMEDOUT) {
-				cmx_log(0, "still waiting after 30 s for collmux's set-up thread (compiling kernels takes a while; "
+				cmx_log(0, "still waiting after 120 s for collmux's set-up thread (compiling kernels takes a while; "
 					   "a first MPI call from a library constructor waits forever)");
 				until.tv_sec += 1 << 30;
 			}
