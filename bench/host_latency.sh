@@ -32,15 +32,19 @@ tmp=$(mktemp -d /tmp/collmux-bench-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# a distribution-free 95% confidence interval of the median: the k-th
+# smallest and k-th largest of n, k = floor((n - 1.96 sqrt(n)) / 2) (at
+# least 1); with fewer than 6 values it spans them all
+median_ci() { sort -g | awk '{a[NR]=$1} END {k = int((NR - 1.96 * sqrt(NR)) / 2); if (k < 1) k = 1; printf "%.3f–%.3f", a[k], a[NR - k + 1]}'; }
 
 header() { # $1: where the MPIs were
   echo "# Pass-through overhead: 8-byte calls on host memory, 2 ranks"
   echo
   echo "Date: $(date -u +%FT%TZ). Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r). $1"
-  echo "Each round runs the benchmark natively and then with collmux preloaded (COLLMUX_STATS unset: the pass-through path); a run's figure is the median over 50 batches of 2000 calls. $ROUNDS rounds; the ratio is the median of the rounds' ratios (each compares two runs made one after the other), the times are the medians over rounds."
+  echo "Each round runs the benchmark natively and then with collmux preloaded (COLLMUX_STATS unset: the pass-through path); a run's figure is the median over 50 batches of 2000 calls. $ROUNDS rounds; the ratio is the median of the rounds' ratios (each compares two runs made one after the other), with its 95% confidence interval (order statistics of the rounds' ratios); the times are the medians over rounds. A target is met only where the interval's top is within it."
   echo
-  echo "| MPI, call | native median (µs) | collmux median (µs) | ratio | target |"
-  echo "| --- | --- | --- | --- | --- |"
+  echo "| MPI, call | native median (µs) | collmux median (µs) | ratio | 95% interval | target |"
+  echo "| --- | --- | --- | --- | --- | --- |"
 }
 
 if [ "${1:-}" = --worlds ]; then
@@ -55,14 +59,14 @@ if [ "${1:-}" = --worlds ]; then
     $world run -- env ROUNDS="$ROUNDS" ROWS="$tmp/rows" MPIS="openmpi mpich" COLLMUX_LIB="$LIB" bench/host_latency.sh
   else
     echo "host_latency: no Debian 13 world (scripts/mpi-world.sh build): skipped" >&2
-    echo "| Debian 13 world | skipped: not built | | | |" >> "$tmp/rows"
+    echo "| Debian 13 world | skipped: not built | | | | |" >> "$tmp/rows"
   fi
   if $world --abi path >/dev/null; then
     where="$where Debian sid (MPICH 5.0 built with --enable-mpi-abi, programs compiled with \`mpicc.mpich -mpi-abi\`, running on libmpi_abi.so.1)."
     $world --abi run -- env ROUNDS="$ROUNDS" ROWS="$tmp/rows" MPIS="mpi-abi" COLLMUX_LIB="$LIB" bench/host_latency.sh
   else
     echo "host_latency: no MPI-5 ABI world (scripts/mpi-world.sh --abi build): skipped" >&2
-    echo "| MPI-5 ABI world | skipped: not built | | | |" >> "$tmp/rows"
+    echo "| MPI-5 ABI world | skipped: not built | | | | |" >> "$tmp/rows"
   fi
   mkdir -p "$OUT_DIR"
   { header "$where"; cat "$tmp/rows"; } > "$out"
@@ -89,10 +93,10 @@ for impl in ${MPIS:-openmpi mpich}; do
     elif [ -z "$fc" ]; then
       # MPICH's mpifort has no -mpi-abi (it hands the flag to gfortran and
       # links libmpich): there is no Fortran binding of the standard ABI
-      echo "| $label $version, Fortran | skipped: no Fortran binding for the standard ABI | | | |" >> "$rows"
+      echo "| $label $version, Fortran | skipped: no Fortran binding for the standard ABI | | | | |" >> "$rows"
       continue
     elif ! command -v $fc >/dev/null || ! command -v gfortran >/dev/null; then
-      echo "| $label $version, Fortran | skipped: no $fc or gfortran | | | |" >> "$rows"
+      echo "| $label $version, Fortran | skipped: no $fc or gfortran | | | | |" >> "$rows"
       continue
     else
       $fc -O2 -o "$tmp/lat" bench/allreduce_latency.f90
@@ -116,7 +120,7 @@ for impl in ${MPIS:-openmpi mpich}; do
     done
     n=$(median < "$tmp/n"); c=$(median < "$tmp/c")
     ratio=$(median < "$tmp/r" | awk '{printf "%.3f", $1}')
-    echo "| $label $version, $lang ($mode) | $n | $c | $ratio | ≤ 1.03 |" >> "$rows"
+    echo "| $label $version, $lang ($mode) | $n | $c | $ratio | $(median_ci < "$tmp/r") | ≤ 1.03 |" >> "$rows"
   done
 done
 [ -n "${ROWS:-}" ] && exit 0
