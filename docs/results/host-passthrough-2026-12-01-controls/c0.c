@@ -1,0 +1,1 @@
+int collmux_trivial_c(void) { return 1; }

@@ -1,0 +1,1 @@
+int collmux_trivial_sym(void) { return 1; }
