@@ -9,7 +9,7 @@
  * persistent start (route, plan and job fixed at init, each start only the
  * doorbell) could save is the persistent time minus the blocking one
  * (issue 15's persistent target). Rank 0 prints CSV: form,ranks,us
- *   usage: persist_lat         (libcollmux.so preloaded; COLLMUX_RULES picks the path)
+ *   usage: persist_lat [calls per round]   (libcollmux.so preloaded; COLLMUX_RULES picks the path)
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -39,12 +39,13 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaMemset(s, 0, 64));
 	MPI_Request p;
 	ainit(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &p);
+	const int calls = argc > 1 ? atoi(argv[1]) : 1000;
 	double t[3] = {0, 0, 0};
 	for (int round = 0; round < 11; round++) {
 		for (int form = 0; form < 3; form++) {
 			MPI_Barrier(MPI_COMM_WORLD);
 			double t0 = MPI_Wtime();
-			for (int i = 0; i < 1000; i++) {
+			for (int i = 0; i < calls; i++) {
 				MPI_Request q;
 				if (form == 0) {
 					MPI_Allreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
 			}
 			if (round) /* the first round warms every form up */
 				t[form] += MPI_Wtime() - t0;
+			else if (rank == 0)
+				fprintf(stderr, "persist_lat: form %d warmed up\n", form);
 		}
 	}
 	MPI_Request_free(&p);
@@ -65,7 +68,7 @@ int main(int argc, char **argv)
 		const char *forms[3] = {"blocking", "persistent", "nonblocking"};
 		printf("form,ranks,us\n");
 		for (int form = 0; form < 3; form++)
-			printf("%s,%d,%.3f\n", forms[form], size, t[form] / 10000 * 1e6);
+			printf("%s,%d,%.3f\n", forms[form], size, t[form] / (10.0 * calls) * 1e6);
 	}
 	MPI_Finalize();
 	return 0;
