@@ -31,9 +31,8 @@ for r in $(seq "$rounds"); do
     awk -v a="$a" -v b="$b" 'BEGIN {print b / a}' >> "$tmp/r.$i"
   done
 done
+. bench/ratios.sh # median, median_ci
 for i in "${!libs[@]}"; do
-  sort -g "$tmp/r.$i" | awk -v lib="${libs[$i]}" -v row="$impl $mode" '{a[NR] = $1} END {
-    m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
-    k = int((NR - 1.96 * sqrt(NR)) / 2); if (k < 1) k = 1
-    printf "%s, %s: %.3f (95%% interval %.3f-%.3f, %d rounds)\n", row, lib, m, a[k], a[NR - k + 1], NR}'
+  printf '%s %s, %s: %.3f (95%% interval %s, %d rounds)\n' "$impl" "$mode" "${libs[$i]}" "$(median < "$tmp/r.$i")" \
+    "$(median_ci < "$tmp/r.$i")" "$rounds"
 done

@@ -31,11 +31,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d /tmp/collmux-bench-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-# a distribution-free 95% confidence interval of the median: the k-th
-# smallest and k-th largest of n, k = floor((n - 1.96 sqrt(n)) / 2) (at
-# least 1); with fewer than 6 values it spans them all
-median_ci() { sort -g | awk '{a[NR]=$1} END {k = int((NR - 1.96 * sqrt(NR)) / 2); if (k < 1) k = 1; printf "%.3f–%.3f", a[k], a[NR - k + 1]}'; }
+. bench/ratios.sh # median, median_ci
 
 header() { # $1: where the MPIs were
   echo "# Pass-through overhead: 8-byte calls on host memory, 2 ranks"

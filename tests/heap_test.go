@@ -13,14 +13,13 @@ import (
 // implements mtrace; "" where this system has none.
 func mallocDebug() string {
 	for _, dir := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib/aarch64-linux-gnu"} {
-		if p := filepath.Join(dir, "libc_malloc_debug.so.0"); fileExists(p) {
+		p := filepath.Join(dir, "libc_malloc_debug.so.0")
+		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
 	return ""
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // collmux's start-up allocates nothing in the main thread's malloc arena,
 // the one the MPI allocates from (internal/cmx/aside.c says why that

@@ -74,9 +74,9 @@ void cmx_aside_serve(void)
 }
 
 /* A thread waiting here cannot be cancelled (it would leave mu held and
- * its job on a dead stack). A wait that lasts two minutes says so once: a first call
- * from a library constructor, made under the dynamic loader's lock, which
- * the set-up's symbol lookups need too, waits forever. */
+ * its job on a dead stack). A wait that lasts two minutes says so once: a
+ * first call from a library constructor, made under the dynamic loader's
+ * lock, which the set-up's symbol lookups need too, waits forever. */
 void cmx_aside(void (*fn)(void *), void *arg)
 {
 	struct job j = {fn, arg, 0};
