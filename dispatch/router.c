@@ -438,6 +438,8 @@ static int acceptable(const cmx_args *a, const cmx_comm *c)
 	return 1;
 }
 
+static int start(cmx_args *a);
+
 /* A collective in any form. A persistent one whose buffers are on the
  * device (or that the MPI lacks) is collmux's own: each start routes its
  * nonblocking form as a call of its own. */
@@ -452,7 +454,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	decode(a, c);
 	a->mem = call_mem(a);
 	if (a->form == CMX_FORM_PERSISTENT)
-		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, cmx_dispatch);
+		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, start);
 	if (c && !cmx_host_readable(a->mem)) {
 		if (!acceptable(a, c))
 			return run(c, a, CMX_BACKEND_MPI, used);
@@ -478,8 +480,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		const int packed = cmx_repack(c, a, &b, &rp);
 		if (packed < 0)
 			return cmx_error(a->comm, cmx_abi.err_other);
-		if (packed) /* b moves bytes of MPI_BYTE */
-			decode(&b, c), decode_moves(&b);
+		if (packed) /* b moves bytes of MPI_BYTE; packed at every start, never prepared */
+			decode(&b, c), decode_moves(&b), b.prep = NULL;
 	}
 	rc = run(c, rp ? &b : a, *backend, used);
 	return rp ? cmx_repack_done(rp, a, rc) : rc;
@@ -497,14 +499,14 @@ static int solo(cmx_args *a, int *used)
 		return run(NULL, a, CMX_BACKEND_MPI, used);
 	decode_moves(a);
 	if (a->form == CMX_FORM_PERSISTENT)
-		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, cmx_dispatch);
+		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, start);
 	return run(NULL, a, cmx_coll_class[a->coll] == CMX_CLASS_LOCAL ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 
 int cmx_dispatch(cmx_args *a)
 {
 	if (cmx_cfg.disable || depth || !cmx_mpi_setup()) /* an MPI-4 persistent call the MPI lacks is still collmux's */
-		return a->form == CMX_FORM_PERSISTENT && !cmx_pmpi[a->fn] ? cmx_req_persistent(a, cmx_dispatch) : cmx_forward(a);
+		return a->form == CMX_FORM_PERSISTENT && !cmx_pmpi[a->fn] ? cmx_req_persistent(a, start) : cmx_forward(a);
 	depth++;
 	a->stype = cmx_norm(a->stype);
 	a->rtype = cmx_norm(a->rtype);
@@ -518,6 +520,12 @@ int cmx_dispatch(cmx_args *a)
 	int rc = coll ? collective(a, &c, &backend, &used, &rule, &bytes) : solo(a, &used);
 	if (!coll)
 		backend = used;
+	if (a->prep && a->prep->backend) { /* the backend prepared this start: the rest of what later starts need */
+		if (rc == 0 && used == a->prep->backend && c && !cmx_cfg.check)
+			a->prep->rule = rule, a->prep->overlap = c->overlap, a->prep->routes_gen = c->routes_gen, a->prep->bytes = call_bytes(a, c, 1);
+		else
+			a->prep->backend = CMX_BACKEND_MPI;
+	}
 	if (CMX_UNLIKELY(timed)) {
 		uint64_t t1 = cmx_now_ns();
 		int64_t moved = call_bytes(a, c, 1);
@@ -533,3 +541,44 @@ int cmx_dispatch(cmx_args *a)
 	return rc;
 }
 
+
+/* Each start of a persistent call collmux runs (mpi/request.c) is its
+ * nonblocking form. The first is routed as any call; if the backend that
+ * took it prepared it (fused: the job it rang), the later ones run that
+ * again without routing while nothing the route was chosen by changed:
+ * the rules, the communicator's mode, the backend's state (which the
+ * backend checks). A start is then what the issue of persistent calls
+ * asks: the doorbell, the default-stream query and the request. Every
+ * rank decides from what its peers share: each prepared its own first
+ * start the same way, and the changes are collective ones. COLLMUX_CHECK
+ * agrees on every call, so nothing is prepared under it. */
+static int start(cmx_args *a)
+{
+	cmx_prepared *p = a->prep;
+	if (p && p->backend == CMX_BACKEND_FUSED && !depth && !cmx_cfg.disable) {
+		int rc = 0;
+		cmx_comm *c = cmx_comm_get(a->comm, &rc);
+		if (rc != 0) /* MPI has said so through its handler, once */
+			return rc;
+		if (c && c->routes_gen == cmx_routes_gen && p->routes_gen == c->routes_gen && p->overlap == c->overlap) {
+			const int timed = cmx_cfg.stats | cmx_cfg.trace;
+			const uint64_t t0 = timed ? cmx_now_ns() : 0;
+			depth++;
+			const int took = cmx_fused_restart(c, a, p, &rc);
+			depth--;
+			if (took) {
+				if (CMX_UNLIKELY(timed)) {
+					const uint64_t t1 = cmx_now_ns();
+					if (cmx_cfg.stats && rc == 0)
+						record(a, p->bytes, CMX_BACKEND_FUSED, p->rule, t1 - t0);
+					if (cmx_cfg.trace)
+						cmx_trace_add(a, CMX_BACKEND_FUSED, p->bytes, t0, t1, rc);
+				}
+				return rc;
+			}
+		}
+	}
+	if (p)
+		*p = (cmx_prepared){0};
+	return cmx_dispatch(a);
+}

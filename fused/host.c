@@ -64,6 +64,7 @@ struct cmx_fused {
 	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID beside computation */
 	int running;     /* that instance may still be running */
 	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
+	uint32_t polls;   /* of pending jobs, not done: every POLL_QUERY-th asks CUDA whether the kernel faulted */
 	int failed;      /* such a job failed: its communicator turns the path off at its next call */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
 	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel; of the greatest priority */
@@ -417,7 +418,11 @@ static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, u
 /* A nonblocking call's job s: 1 done, 0 not yet, -1 failed (the kernel
  * faulted, or a peer never came: its watchdog set err). A job that is no
  * longer pending was seen done by a later job. Relaunches the kernel if it
- * stopped before taking the job, as wait_done does. */
+ * stopped before taking the job, as wait_done does. A completion call
+ * polls in a loop, and a stream query costs a microsecond, as long as
+ * the job it waits for: asked at each poll, it made a short job's
+ * request complete up to a query late. */
+#define POLL_QUERY 256
 static int poll_job(void *arg, uint64_t v)
 {
 	struct cmx_fused *f = arg;
@@ -433,7 +438,7 @@ static int poll_job(void *arg, uint64_t v)
 		   !start(f)) {
 		r = -1;
 	} else {
-		r = cmx_cuda_query(f->stream) < 0 ? -1 : 0;
+		r = __atomic_add_fetch(&f->polls, 1, __ATOMIC_RELAXED) % POLL_QUERY == 0 && cmx_cuda_query(f->stream) < 0 ? -1 : 0;
 	}
 	if (r < 0)
 		f->failed = 1;
@@ -613,30 +618,24 @@ static int reduce_local(const cmx_args *a, int *rc)
 	return 1;
 }
 
-int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
+/* The job of a call, from what the kernels can express; every input here
+ * is agreed across ranks. 0: not one the kernels run. */
+static int job_of(const cmx_comm *c, const cmx_args *a, cmx_fused_job *j)
 {
-	if (a->coll == CMX_COLL_REDUCE_LOCAL && a->mem == CMX_MEM_DEVICE)
-		return reduce_local(a, rc);
-	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->fused_state < 0)
-		return 0;
-	if (CMX_UNLIKELY(c->fused && c->fused->failed)) { /* its request reported the failure */
-		turn_off(c, c->fused);
-		return 0;
-	}
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
-	const char *in = ip ? a->rbuf : a->sbuf;
-	char *out = a->rbuf;
-	uint64_t bytes = 0, count = 0;
-	uint32_t code, proto, nb;
-	int size, root = 0, t, o;
-	/* what the kernels can express; every input here is agreed across ranks */
+	uint64_t bytes = 0;
+	uint32_t proto;
+	int size, t, o;
+	j->in = ip ? a->rbuf : a->sbuf;
+	j->out = a->rbuf;
+	j->root = 0;
 	switch (a->coll) {
 	case CMX_COLL_ALLREDUCE: {
 		if (a->kind[1] < 0 || (t = type_of(a->kind[1])) < 0 || (o = op_of(a->opk)) < 0)
 			return 0;
 		size = a->size[1];
-		count = (uint64_t)a->rcount, bytes = count * (uint64_t)size;
-		code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
+		j->count = (uint64_t)a->rcount, bytes = j->count * (uint64_t)size;
+		j->code = JOB_ALLREDUCE | (uint32_t)(t * 3 + o) << 8;
 		break;
 	}
 	case CMX_COLL_ALLGATHER:
@@ -644,26 +643,30 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	case CMX_COLL_BCAST:
 		if (!(size = a->move[1]) || (a->used[0] && !a->move[0]))
 			return 0;
-		bytes = count = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
+		bytes = j->count = (uint64_t)a->rcount * (uint64_t)size; /* per rank */
 		/* modes as in kernels.cu: allgather 0, bcast 1, alltoall 2 */
-		code = JOB_MOVE | (uint32_t)(a->coll == CMX_COLL_ALLGATHER ? 0 : a->coll == CMX_COLL_BCAST ? 1 : 2) << 8;
+		j->code = JOB_MOVE | (uint32_t)(a->coll == CMX_COLL_ALLGATHER ? 0 : a->coll == CMX_COLL_BCAST ? 1 : 2) << 8;
 		if (a->coll == CMX_COLL_ALLGATHER && ip)
-			in = a->rbuf + (size_t)me * bytes;
+			j->in = (char *)a->rbuf + (size_t)me * bytes;
 		if (a->coll == CMX_COLL_BCAST)
-			in = a->rbuf, root = a->root;
+			j->in = a->rbuf, j->root = (uint32_t)a->root;
 		break;
 	default:
 		return 0;
 	}
-	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &nb))
+	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &j->nb))
 		return 0;
-	code |= proto;
+	j->code |= proto;
 	if (c->overlap)
-		nb = nb < LEAN_GRID ? nb : LEAN_GRID;
-	if (c->fused_state == 0)
-		setup(c, out);
-	if (c->fused_state != 1)
-		return 0;
+		j->nb = j->nb < LEAN_GRID ? j->nb : LEAN_GRID;
+	return 1;
+}
+
+/* Runs job j of call a on c's resident kernel: 1, with MPI's result in
+ * *rc, or 0 if it declines (a nonblocking call the gate cannot order). */
+static int launch(cmx_comm *c, const cmx_args *a, const cmx_fused_job *j, int *rc)
+{
+	const int n = c->size, me = c->rank;
 	/* a nonblocking call rings its job and returns; its request polls the doorbell */
 	const int async = a->form == CMX_FORM_NONBLOCKING;
 	if (cmx_gate_refuses(c, a))
@@ -680,9 +683,9 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * later than the doorbell, docs/design.md), and, under
 	 * MPI_THREAD_MULTIPLE, once every rank is in the call (gate.c). */
 	cmx_gate_arrive(c->gate);
-	const int ready = cmx_cuda_ctx_for(out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
+	const int ready = cmx_cuda_ctx_for(j->out) && (!cmx_cfg.order_default_stream || cmx_cuda_legacy_idle());
 	const int go = cmx_gate_wait(c->gate, a, ready);
-	if (!go || !ring(f, code, in, out, count, (uint32_t)root, nb, async)) {
+	if (!go || !ring(f, j->code, j->in, j->out, j->count, j->root, j->nb, async)) {
 		if (!ready || go) { /* else the gate said why, and fails the communicator's later calls */
 			fprintf(stderr,
 				"collmux: %s on rank %d of %d: fused kernel failed to run (CUDA error %d); the fused path is off for "
@@ -705,4 +708,33 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	}
 	*rc = async ? cmx_req_device(a, poll_job, f, f->seq, NULL) : 0;
 	return 1;
+}
+
+int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
+{
+	if (a->coll == CMX_COLL_REDUCE_LOCAL && a->mem == CMX_MEM_DEVICE)
+		return reduce_local(a, rc);
+	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->fused_state < 0)
+		return 0;
+	if (CMX_UNLIKELY(c->fused && c->fused->failed)) { /* its request reported the failure */
+		turn_off(c, c->fused);
+		return 0;
+	}
+	cmx_fused_job j;
+	if (!job_of(c, a, &j))
+		return 0;
+	if (c->fused_state == 0)
+		setup(c, j.out);
+	if (c->fused_state != 1 || !launch(c, a, &j, rc))
+		return 0;
+	if (a->prep && *rc == 0) /* a persistent call's start: the next ring the same job */
+		*a->prep = (cmx_prepared){.backend = CMX_BACKEND_FUSED, .state = c->fused, .job = j};
+	return 1;
+}
+
+int cmx_fused_restart(cmx_comm *c, const cmx_args *a, const cmx_prepared *p, int *rc)
+{
+	if (c->fused_state != 1 || c->fused != p->state || c->fused->failed)
+		return 0; /* routed anew: a failed instance is turned off there */
+	return launch(c, a, &p->job, rc);
 }

@@ -60,7 +60,8 @@ struct cmx_req {
 	size_t pinned_len;
 	/* REQ_PERSIST */
 	cmx_args args;                  /* the nonblocking call each start makes */
-	int (*start)(cmx_args *);       /* how (the router's cmx_dispatch) */
+	int (*start)(cmx_args *);       /* how (the router's) */
+	cmx_prepared prep;              /* what the router and backend keep between starts */
 	cmx_h inner;   /* the running start's request; request_null when inactive */
 	cmx_req *next;
 };
@@ -384,6 +385,8 @@ static char *status_of(int op, const call *c, char *st, int i)
 	}
 }
 
+#define DEVICE_SPINS 64 /* device polls between two MPI tests while a completion call waits */
+
 /* complete runs one completion call over requests some of which collmux
  * owns: persistent ones stand in for their running start, device work is
  * polled while a blocking call waits (the call then loops on its test
@@ -435,8 +438,20 @@ static int complete(int op, call *c)
 	if (twin != op && !c->flag)
 		c->flag = &zero; /* Wait*, Waitsome have no flag; the twin needs one */
 	for (;;) {
-		for (int i = 0; device && i < n; i++)
-			poll_device(work[i]);
+		/* a call that blocks polls the device work until some completes,
+		 * a while at a time: each MPI test progresses the MPI, which
+		 * costs as much as a short job takes */
+		for (int spin = 0; device && spin < (twin != op ? DEVICE_SPINS : 1); spin++) {
+			int fresh = 0, pending = 0;
+			for (int i = 0; i < n; i++)
+				if (work[i] && work[i]->kind == REQ_DEVICE && !work[i]->completed) {
+					poll_device(work[i]);
+					fresh |= work[i]->completed, pending |= !work[i]->completed;
+				}
+			if (fresh || !pending)
+				break;
+			cmx_cpu_relax();
+		}
 		rc = pmpi(twin, c, sub, st);
 		if (rc != 0 || twin == op || twin_done(twin, c))
 			break;
@@ -608,6 +623,7 @@ int cmx_req_start(void *req)
 	req_slot r;
 	cmx_args b = e->args;
 	b.req = &r;
+	b.prep = &e->prep;
 	int rc = e->start(&b);
 	if (rc != 0)
 		return rc;

@@ -213,10 +213,12 @@ done
 # (nbtest), point-to-point in every mode (p2ptest, whose mixed pairs send
 # from device to host buffers and back, so no COLLMUX_CHECK), then both with
 # two threads per rank: device buffers through collmux against the host
-# run of the same program; stderr says which MPI-4 functions were found
+# run of the same program; stderr says which MPI-4 functions were found.
+# nbtest with threads runs under COLLMUX_CHECK; without, its persistent
+# calls' restarts take the prepared path (checked calls are never prepared)
 for p in nbtest p2ptest; do
-  chk=(); [ $p = nbtest ] && chk=(-x COLLMUX_CHECK=1)
   for np in $(seq 1 "$NGPU") threads; do
+    chk=(); [ $p = nbtest ] && [ $np = threads ] && chk=(-x COLLMUX_CHECK=1)
     n=$np args=()
     [ $np = threads ] && n=$((NGPU < 2 ? 1 : 2)) args=(threads)
     run $n $B/$p "${args[@]}" > $B/$p.host.$np 2> $B/$p.host.$np.err
@@ -340,7 +342,7 @@ fi
 echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
 # BENCH=1 (default): every benchmark; BENCH=nb: only gpu_nb (the calls
-# beyond blocking collectives); BENCH=0: none
+# beyond blocking collectives); BENCH=persist: only persist_lat; BENCH=0: none
 if [ "${BENCH:-1}" = 1 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/launch_floor bench/launch_floor.cu -lcuda && $B/launch_floor | tee "$OUT/launch-floor.txt"
   $CUDA/bin/nvcc -O2 -arch=native -o $B/sync_costs bench/sync_costs.cu && $B/sync_costs | tee "$OUT/sync-costs.txt"
@@ -373,7 +375,21 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
   } > "$OUT/embedding.csv" 2> $B/emb.err || tail -20 $B/emb.err
   cat "$OUT/embedding.csv"
 fi
-if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "${BENCH:-1}" != ops ] && [ "$NGPU" -ge 2 ]; then
+# BENCH=persist (and BENCH=1): an 8-byte device all-reduce blocking,
+# persistent (MPI_Start + MPI_Wait) and nonblocking, taking turns, on
+# fused (with and without the default-stream ordering) and NCCL, at each
+# rank count the GPUs allow; rank 0's CSV rows with the path prepended
+if [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = persist ]; then
+  mpicc -O2 -I$CUDA/include -o $B/persist_lat bench/persist_lat.c -L$CUDA/lib64 -lcudart -ldl
+  for np in $(seq 1 "$NGPU"); do
+    for p in "fused:COLLMUX_RULES=*:cuda:*:fused" "fused-unordered:COLLMUX_RULES=*:cuda:*:fused COLLMUX_STREAM_ORDER=none" \
+      "nccl:COLLMUX_RULES=*:cuda:*:nccl"; do
+      env=(); for e in ${p#*:}; do env+=(-x "$e"); done
+      timeout 200 mpirun --oversubscribe -np $np "${X[@]}" "${env[@]}" $B/persist_lat 2000 2> $B/pl.err | sed "1d;s/^/${p%%:*},/" || tail $B/pl.err
+    done
+  done | tee "$OUT/persist-lat.csv"
+fi
+if [ "${BENCH:-1}" != 0 ] && [ "${BENCH:-1}" != overlap ] && [ "${BENCH:-1}" != ops ] && [ "${BENCH:-1}" != persist ] && [ "$NGPU" -ge 2 ]; then
   $CUDA/bin/nvcc -O2 -arch=native -o $B/gpu_nb bench/gpu_nb.cu $(mpicc --showme:compile) $(mpicc --showme:link) -lnccl &&
     timeout 300 mpirun -np 2 "${X[@]}" $B/gpu_nb > "$OUT/nb-bench.csv" 2> $B/nb.err || tail $B/nb.err
   cat "$OUT/nb-bench.csv"

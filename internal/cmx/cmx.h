@@ -46,6 +46,7 @@ _Static_assert(sizeof(cmx_aint) == sizeof(cmx_count), "MPI_Aint and MPI_Count ha
 
 typedef struct cmx_req cmx_req;   /* a request collmux owns (mpi/request.c) */
 typedef struct cmx_comm cmx_comm; /* collmux's state of a communicator (below) */
+typedef struct cmx_prepared cmx_prepared; /* a persistent call's start, prepared (below) */
 
 /* One intercepted call, whatever its shape (filled by zwrappers.c). */
 typedef struct cmx_args {
@@ -61,6 +62,7 @@ typedef struct cmx_args {
 	void *req;                           /* MPI_Request *: written through cmx_req_put */
 	void *msg;                           /* MPI_Message * (Mrecv, Imrecv) */
 	cmx_req *entry; /* nonblocking: the request entry a backend is building, which the layers below add to */
+	cmx_prepared *prep; /* a start of a persistent call: where the backend that runs it may prepare the next starts */
 	/* decoded by the router, once, before any backend runs the call;
 	 * backends read these and never decode the handles themselves */
 	int mem;              /* CMX_MEM_* of the buffers significant on this rank */
@@ -564,6 +566,9 @@ void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_staged_finalize(void); /* frees the pinned staging memory (MPI_Finalize) */
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
+/* rings p's job again if c's fused state is still the one it was made on
+ * (1, the result in *rc), else 0: the start is routed anew */
+int cmx_fused_restart(cmx_comm *c, const cmx_args *a, const cmx_prepared *p, int *rc);
 void cmx_fused_release(cmx_comm *c);
 void cmx_fused_release_all(void); /* stops every resident kernel (MPI_Finalize) */
 /* collmux.h's fused operations (fused/ops.c), entered from capi/ops.c with
@@ -724,8 +729,27 @@ int cmx_req_then(const void *req, int (*fn)(void *, int), void *arg);
  * v) returns 1 (-1: failed); drop(arg), if given, when it is released. */
 int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *));
 /* *a->req: a persistent call collmux runs itself, each start calling
- * start (the router) with the call in its nonblocking form */
+ * start (the router) with the call in its nonblocking form, and with
+ * prep pointing to the request's cmx_prepared */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *));
+/* A persistent call's start as the backend that ran it left it for the
+ * next starts (dispatch/router.c): while the rules, the communicator's
+ * mode and that backend's state are as they were, a start runs the same
+ * job again without routing. Zeroed: nothing prepared. */
+typedef struct {
+	uint32_t code, nb, root;
+	const void *in;
+	void *out;
+	uint64_t count;
+} cmx_fused_job; /* a job of the resident kernel (fused/host.c) */
+struct cmx_prepared {
+	int backend;        /* CMX_BACKEND_*; CMX_BACKEND_MPI (0): nothing prepared */
+	int rule, overlap;  /* the route's rule, and c->overlap it was routed with */
+	unsigned routes_gen; /* c->routes_gen then */
+	int64_t bytes;      /* what statistics count it as */
+	const void *state;  /* the backend's state it ran on, checked at each start */
+	cmx_fused_job job;
+};
 extern int cmx_req_live; /* requests collmux holds (mpi/request.c) */
 /* collmux holds some request (one load; sets collmux up first if needed) */
 static inline int cmx_req_owns_any(void)
