@@ -21,13 +21,22 @@ __global__ void flag(volatile unsigned *f, unsigned v)
 }
 
 // polls a doorbell in host memory and answers each ring, as the resident
-// fused kernel does, with no work in between
-__global__ void resident(volatile unsigned *bell, volatile unsigned *done, unsigned n)
+// fused kernel does, with no work in between; the answer is ordered after
+// the job's writes at system scope (fence 2, the kernel's st.release.sys),
+// at GPU scope only (1: enough for the program's later GPU work, not for a
+// host reading the output), or not at all (0: the floor); with out, each
+// job first writes a word of device memory per thread, as a job's output
+__global__ void resident(volatile unsigned *bell, volatile unsigned *done, unsigned n, int fence, unsigned *out)
 {
 	for (unsigned i = 1; i <= n; i++) {
 		while (*bell != i)
 			;
-		__threadfence_system();
+		if (out)
+			out[threadIdx.x] = i;
+		if (fence == 2)
+			__threadfence_system();
+		else if (fence == 1)
+			__threadfence();
 		*done = i;
 	}
 }
@@ -117,20 +126,24 @@ int main()
 	cudaHostGetDevicePointer((void **)&db, hb, 0);
 	cudaHostGetDevicePointer((void **)&dd, hd, 0);
 	*hb = *hd = 0;
-	resident<<<1, 32, 0, nb>>>(db, dd, N + 1000);
-	for (unsigned i = 1; i <= 1000; i++) {
-		*(volatile unsigned *)hb = i;
-		while (*(volatile unsigned *)hd != i)
-			;
+	const char *fences[3] = {"no fence before the answer", "GPU-scope fence", "system-scope fence (the fused kernel's)"};
+	unsigned *out;
+	cudaMalloc((void **)&out, 32 * sizeof(unsigned));
+	for (int job = 0; job < 6; job++) {
+		const int fence = 2 - job % 3;
+		*hb = *hd = 0;
+		resident<<<1, 32, 0, nb>>>(db, dd, N + 1000, fence, job < 3 ? NULL : out);
+		for (unsigned i = 1; i <= (unsigned)N + 1000; i++) {
+			if (i == 1001)
+				t0 = now_us();
+			*(volatile unsigned *)hb = i;
+			while (*(volatile unsigned *)hd != i)
+				;
+		}
+		printf("doorbell round trip to a resident kernel%s, %s: %.2f us\n", job < 3 ? "" : " writing device memory", fences[fence],
+		       (now_us() - t0) / N);
+		cudaStreamSynchronize(nb);
 	}
-	t0 = now_us();
-	for (unsigned i = 1001; i <= (unsigned)N + 1000; i++) {
-		*(volatile unsigned *)hb = i;
-		while (*(volatile unsigned *)hd != i)
-			;
-	}
-	printf("doorbell round trip to a resident kernel: %.2f us\n", (now_us() - t0) / N);
-	cudaStreamSynchronize(nb);
 	for (unsigned k = 2; k <= 8; k *= 2) {
 		*hb = *hd = 0;
 		resident_k<<<1, 32 * k, 0, nb>>>(db, dd, N + 1000, k, 1000 / k);

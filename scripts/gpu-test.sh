@@ -231,6 +231,17 @@ for p in nbtest p2ptest; do
   done
 done
 
+# persistent starts prepared on fused: nbtest with the device collectives
+# forced onto fused where it runs them (the rest fall through), against the
+# host run; statistics show the persistent all-reduce's 200 restarts there
+for np in $(seq 1 "$NGPU"); do
+  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_STATS=$B/nbf.$np.json $B/nbtest_cuda > $B/nbf.$np 2> $B/nbf.$np.err
+  rc=$? f=$(famon $B/nbf.$np.json allreduce fused)
+  cmp -s $B/nbtest.host.$np $B/nbf.$np && [ $rc = 0 ] && [ "$f" -ge 200 ]
+  result $? "nbtest on device buffers, $np ranks, forced onto fused (persistent starts prepared): same results as host MPI, $f all-reduces on fused"
+  [ $rc = 0 ] || grep -v '^\[' $B/nbf.$np.err | tail -20
+done
+
 # nbrtest: the neighborhood collectives (Cartesian, graph and distributed
 # graph; blocking, nonblocking, persistent), Alltoallw, Reduce_local,
 # intercommunicator collectives (non-significant buffers NULL) and the _c
