@@ -41,3 +41,12 @@ CMX_EXPORT int collmux_embedding_alltoall(int comm, void *stream, int dtype, int
 	return cmx_ops_embedding_alltoall(c, why, stream, dtype, mode, dim, batch, tables, table_first, tables_total, weights, rows,
 					  offsets, indices, out);
 }
+
+CMX_EXPORT int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int experts, const void *a, long long lda,
+				     const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
+				     long long capacity)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_gemm_alltoall(c, why, stream, dtype, k, n, experts, a, lda, b, rows, dest, out, out_rows, capacity);
+}

@@ -51,18 +51,34 @@ int cmx_cublas_ready(void)
 	return ok;
 }
 
-int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
-		    int ytype, long long ldy)
+/* One column-major GemmEx, r = op(p) q, accumulating in fp32, on stream
+ * (the handle is the process's: its stream is set under mu). */
+static int gemm_ex(void *stream, int op_p, int m, int n, int k, const void *p, int ptype, long long ldp, const void *q, int qtype,
+		   long long ldq, void *r, int rtype, long long ldr)
 {
 	/* cudaDataType: R_32F 0, R_16F 2, R_16BF 14; CUBLAS_COMPUTE_32F 68 */
 	static const int types[] = {0, 2, 14};
-	enum { OP_N = 0, OP_T = 1, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+	enum { OP_N = 0, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
 	const float one = 1, zero = 0;
 	pthread_mutex_lock(&mu);
-	/* row-major A (m x k) is column-major k x m: y (m x batch, column-major) = A^T x */
 	int ok = load() && bl.SetStream(handle, stream) == 0 &&
-		 bl.GemmEx(handle, OP_T, OP_N, m, batch, k, &one, a, types[dtype], (int)lda, x, types[dtype], (int)ldx, &zero, y, types[ytype],
-			   (int)ldy, COMPUTE_32F, GEMM_DEFAULT) == 0;
+		 bl.GemmEx(handle, op_p, OP_N, m, n, k, &one, p, types[ptype], (int)ldp, q, types[qtype], (int)ldq, &zero, r, types[rtype],
+			   (int)ldr, COMPUTE_32F, GEMM_DEFAULT) == 0;
 	pthread_mutex_unlock(&mu);
 	return ok;
+}
+
+int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
+		    int ytype, long long ldy)
+{
+	/* row-major A (m x k) is column-major k x m: y (m x batch, column-major) = A^T x */
+	return gemm_ex(stream, 1 /* OP_T */, m, batch, k, a, dtype, lda, x, dtype, ldx, y, ytype, ldy);
+}
+
+int cmx_cublas_gemm(void *stream, int dtype, int rows, int n, int k, const void *a, long long lda, const void *b, long long ldb, void *c,
+		    long long ldc)
+{
+	/* row-major C (rows x n) = A B is column-major C^T (n x rows) = B^T A^T,
+	 * and row-major B and A are column-major B^T and A^T */
+	return gemm_ex(stream, 0 /* OP_N */, n, rows, k, b, dtype, ldb, a, dtype, lda, c, dtype, ldc);
 }

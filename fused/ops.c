@@ -246,6 +246,26 @@ static int end(struct cmx_ops *o, void *stream)
 
 static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
 
+/* Land in ops.cu: the kernel that ends an operation whose kernels pushed
+ * this rank's results into the peers' data halves */
+typedef struct {
+	void *out;
+	uint64_t bytes, row, skip_lo, skip_hi;
+} land_t;
+static void *land_k;
+
+static void *land_kernel(void) { return cmx_fused_kernel("cmx_ops_land", &land_k); }
+
+/* Queues the landing (the peers told, theirs awaited, the data half copied
+ * into L's output) and records the call's end. */
+static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
+{
+	const uint64_t blocks = (L->bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
+	const unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < 2u * (unsigned)o->sms ? blocks : 2u * (unsigned)o->sms);
+	void *args[] = {O, L};
+	return cmx_cuda_launch(land_k, grid, CMX_OPS_THREADS, stream, args) && end(o, stream);
+}
+
 /* a digest of what every rank must pass alike */
 static uint32_t digest(const int64_t *v, int n)
 {
@@ -406,7 +426,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 {
 	static const char fn[] = "collmux_embedding_alltoall";
 	static const int esize[] = {4, 2, 2};
-	static void *pool_k[3], *land_k;
+	static void *pool_k[3];
 	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
@@ -433,8 +453,8 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
-	void *fpool = cmx_fused_kernel(name, &pool_k[dtype]), *fland = cmx_fused_kernel("cmx_emb_land", &land_k);
-	if (!fpool || !fland)
+	void *fpool = cmx_fused_kernel(name, &pool_k[dtype]);
+	if (!fpool || !land_kernel())
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	struct {
 		const void *w;
@@ -449,25 +469,94 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	if (tables)
 		memcpy(E.rows, rows, (size_t)(tables + 1) * sizeof *rows);
 	const uint64_t row = (uint64_t)tables_total * (uint64_t)dim * es; /* one sample of the output */
-	struct {
-		void *out;
-		uint64_t bytes, row, skip_lo, skip_hi;
-	} L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es}; /* Land in ops.cu */
+	land_t L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es};
 	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = CMX_OPS_THREADS / 32;
-	const uint64_t lblocks = (L.bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
-	const unsigned lgrid = (unsigned)(lblocks < 1 ? 1 : lblocks < 2u * (unsigned)o->sms ? lblocks : 2u * (unsigned)o->sms);
-	void *pargs[] = {&O, &E}, *largs[] = {&O, &L};
+	void *pargs[] = {&O, &E};
 	const int ok = (!bags || (bags + warps - 1) / warps < 0x7fffffffu) &&
 		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), CMX_OPS_THREADS, stream, pargs)) &&
-		       cmx_cuda_launch(fland, lgrid, CMX_OPS_THREADS, stream, largs) && end(o, stream);
+		       land(o, &O, &L, stream);
 	if (!ok) {
 		char msg[96];
 		c->ops_state = -1;
 		snprintf(msg, sizeof msg, "the kernels could not be queued (CUDA error %d)", cmx_cuda_last_error());
+		return fail(fn, c, msg);
+	}
+	return 0;
+}
+
+/* GEMM + all-to-all (collmux.h). Each block (e, p), the rows of expert e
+ * that came from rank p, is one cuBLAS GEMM whose output goes straight
+ * into rank p's data half at the row the caller names (its stores cross
+ * NVLink as each tile finishes, under the GEMMs still running); the landing
+ * kernel then tells the peers, waits for theirs and copies the rows this
+ * rank received into out. */
+int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int k, int n, int experts, const void *a,
+			  long long lda, const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
+			  long long capacity)
+{
+	static const char fn[] = "collmux_gemm_alltoall";
+	static const int esize[] = {4, 2, 2};
+	if (dtype < 0 || dtype > 2)
+		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+	if (k < 0 || n < 1 || experts < 0 || lda < k || lda > INT_MAX || capacity < 0 || out_rows < 0 || out_rows > capacity ||
+	    (experts && (!rows || !dest)))
+		return fail(fn, NULL, "needs k >= 0, n >= 1, experts >= 0, k <= lda < 2^31, 0 <= out_rows <= capacity, and rows and dest "
+				      "when experts > 0");
+	cmx_comm *c = comm_of(fn, comm, no_comm);
+	if (!c)
+		return -1;
+	const int size = c->size;
+	const size_t es = (size_t)esize[dtype];
+	if ((uint64_t)capacity > (UINT64_MAX / 4) / ((uint64_t)n * es))
+		return fail(fn, c, "capacity x n is too large");
+	long long total = 0;
+	for (int i = 0; i < experts * size; i++) {
+		if (rows[i] < 0 || dest[i] < 0 || dest[i] > capacity - rows[i] || rows[i] > INT_MAX)
+			return fail(fn, c, "each block's rows must be 0 to 2^31 - 1, and land between row 0 and capacity of its rank's out");
+		total += rows[i];
+	}
+	if (cmx_cuda_capturing(stream))
+		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	if (capacity == 0) /* every rank passes the same capacity: nothing moves anywhere */
+		return 0;
+	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
+	const int args = (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
+	const char *why = ready(c, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), args);
+	if (why)
+		return fail(fn, c, why);
+	struct cmx_ops *o = c->ops;
+	if (!land_kernel())
+		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+	if (k && !o->cublas) /* agreed at set-up, and k is every rank's: every rank refuses alike */
+		return fail(fn, c, "cuBLAS, which computes its blocks, is not available on every rank");
+	const int64_t sh[] = {dtype, k, n, capacity};
+	ops_call_t O;
+	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 4)))
+		return fail(fn, c, "could not order the call after the communicator's last operation");
+	/* From here the peers run the call: a failure leaves them waiting for
+	 * this rank's flag until they time out, and turns the operations off
+	 * here. */
+	int ok = 1;
+	const char *blk = a;
+	for (int e = 0; e < experts && ok; e++)
+		for (int p = 0; p < size && ok; p++) {
+			const long long r = rows[e * size + p];
+			char *to = o->peer[p] + O.data + (uint64_t)dest[e * size + p] * row;
+			if (r && k)
+				ok = cmx_cublas_gemm(stream, dtype, (int)r, n, k, blk, lda, (const char *)b + (size_t)e * k * n * es, n, to, n);
+			else if (r) /* an empty sum */
+				ok = cmx_cuda_memset_async(to, 0, (size_t)r * row, stream);
+			blk += (size_t)r * (size_t)lda * es;
+		}
+	land_t L = {out, (uint64_t)out_rows * row, row, 0, 0};
+	if (!ok || !land(o, &O, &L, stream)) {
+		char msg[96];
+		c->ops_state = -1;
+		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
 		return fail(fn, c, msg);
 	}
 	return 0;

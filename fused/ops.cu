@@ -406,17 +406,19 @@ template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O,
 	}
 }
 
-// Raises this rank's flag at every peer once its pooling kernel, the one
-// before on the stream, has written everything (block 0, so that every
+// The last kernel of an operation whose kernels before it on the stream
+// pushed this rank's results into the peers' data halves (the embedding
+// pooling, the GEMMs of the GEMM + all-to-all): raises this rank's flag at
+// every peer once they have written everything (block 0, so that every
 // block of every rank can wait: the grid is never larger than the GPU
 // holds at once), waits for every rank's, then copies the data half into
 // the output (bytes of it, rows of `row` bytes), all but the columns
-// [skip_lo, skip_hi) of each row, which the pooling wrote there itself.
+// [skip_lo, skip_hi) of each row, which this rank wrote there itself.
 struct Land {
 	void *out;
 	u64 bytes, row, skip_lo, skip_hi;
 };
-__device__ __forceinline__ void emb_land(const OpsCall &O, const Land &L)
+__device__ __forceinline__ void ops_land(const OpsCall &O, const Land &L)
 {
 	if (blockIdx.x == 0)
 		ops_raise(O, 0);
@@ -441,4 +443,4 @@ __device__ __forceinline__ void emb_land(const OpsCall &O, const Land &L)
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<f16>(O, E); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<bf16>(O, E); }
-extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_land(const __grid_constant__ OpsCall O, const __grid_constant__ Land L) { emb_land(O, L); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_land(const __grid_constant__ OpsCall O, const __grid_constant__ Land L) { ops_land(O, L); }

@@ -98,6 +98,27 @@ int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int 
 			       int tables_total, const void *weights, const long long *rows, const long long *offsets,
 			       const long long *indices, void *out);
 
+/* GEMM + all-to-all, a mixture-of-experts layer's expert computation and
+ * its combine. This rank holds `experts` experts; expert e's weight is the
+ * k x n row-major matrix at b + e * k * n (elements). The rows of a (k
+ * columns, row stride lda) are the tokens routed to them, as the dispatch
+ * all-to-all leaves them: for expert 0, the rows from rank 0, then those
+ * from rank 1, ..., then expert 1's; rows[e * size + p] (a host array of
+ * experts x size) says how many rows expert e got from rank p. Each row's
+ * product with its expert's weight goes back to the rank it came from:
+ * block (e, p) lands at row dest[e * size + p] (host array) of rank p's
+ * out. out is this rank's out_rows x n, row-major and contiguous; rows of
+ * it that no rank's block lands in are left undefined. capacity, the same
+ * on every rank, bounds every rank's out_rows and every block's end (it
+ * sizes collmux's workspace); k, n and dtype are the same on every rank,
+ * experts and the counts may differ. Products accumulate in fp32 and are
+ * rounded once to dtype. cuBLAS computes each block and writes it straight
+ * into the memory of the rank it goes to (over NVLink, tile by tile as
+ * the GEMM runs), so the all-to-all costs no pass of its own but the
+ * receiver's copy of what it got into out. */
+int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int experts, const void *a, long long lda, const void *b,
+			  const long long *rows, const long long *dest, void *out, long long out_rows, long long capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -108,13 +108,13 @@ ops_suite() {
       [ $np = "$NGPU" ] || [ $algo = auto ] || continue
       run $np "${X[@]}" -x COLLMUX_TIMEOUT=20 -x COLLMUX_OPS_ALGO=$algo $B/fusedops > $B/fo.$np 2> $B/fo.$np.err
       grep -q "$np ranks, 0 failures" $B/fo.$np
-      result $? "GEMV + all-reduce, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
+      result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
       grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
     done
   done
   run "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 tests/py/fusedops_torch.py > $B/fot 2>&1
   grep -q "$NGPU ranks, 0 failures" $B/fot
-  result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile: $(grep fusedops_torch: $B/fot | tail -1)"
+  result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile, embedding and MoE GEMM + all-to-all: $(grep fusedops_torch: $B/fot | tail -1)"
   grep -q "$NGPU ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
 }
 # The watchdogs (a rank that never arrives) and fault injection (a rank

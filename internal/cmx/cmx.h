@@ -458,6 +458,10 @@ void *cmx_cuda_mapped(size_t n, void **dptr);
 int cmx_cublas_ready(void); /* cuBLAS loaded (at the first call) and a handle made */
 int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
 		    int ytype, long long ldy);
+/* row-major C (rows x n, row stride ldc) = A (rows x k, lda) B (k x n,
+ * ldb), all of element type dtype, accumulated in fp32, queued on stream */
+int cmx_cublas_gemm(void *stream, int dtype, int rows, int n, int k, const void *a, long long lda, const void *b, long long ldb, void *c,
+		    long long ldc);
 
 /* ---- the copy engines (copy/) ---- */
 int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc);
@@ -578,6 +582,9 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int mode, int dim, long long batch,
 			       int tables, int table_first, int tables_total, const void *weights, const long long *rows,
 			       const long long *offsets, const long long *indices, void *out);
+int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int k, int n, int experts, const void *a,
+			  long long lda, const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
+			  long long capacity);
 /* The region of the send (which=0) or receive (which=1) buffer this rank's
  * call reads or writes, in bytes from the buffer's address. Empty (lo > hi)
  * when the buffer is not significant. nin and nout: how many blocks the

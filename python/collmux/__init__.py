@@ -30,7 +30,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemv_allreduce", "library", "register_torch_ops",
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemv_allreduce", "library", "register_torch_ops",
            "version"]
 
 # Element types, as in collmux.h.
@@ -63,6 +63,11 @@ def library():
     e.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_int,
                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p,
                   ctypes.c_void_p, ctypes.c_void_p]
+    g = lib.collmux_gemm_alltoall
+    g.restype = ctypes.c_int
+    g.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                  ctypes.c_longlong, ctypes.c_void_p, ctypes.POINTER(ctypes.c_longlong), ctypes.POINTER(ctypes.c_longlong),
+                  ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong]
     _lib = lib
     return lib
 
@@ -226,6 +231,46 @@ def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first
                                                   out.data_ptr() if out.numel() else None)
     if rc != 0:
         raise Error("collmux_embedding_alltoall failed (its reason is on stderr)")
+    return out
+
+
+def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
+    """A mixture-of-experts layer's expert GEMMs and combine all-to-all in
+    one operation (PyTorch).
+
+    a: (tokens, k), the rows the dispatch all-to-all brought to this
+    rank's experts, expert-major then by source rank (rows contiguous);
+    b: (experts, k, n), contiguous, one weight per expert; rows and dest:
+    experts x size lists (or nested lists) of how many rows expert e got
+    from rank p and where in rank p's output they go back; out_rows: the
+    rows this rank gets back; capacity: the same on every rank, at least
+    every rank's out_rows. Returns (or fills) out, (out_rows, n), whose
+    rows no block lands in are undefined (collmux.h)."""
+    import torch
+    handle = _handle(comm)
+    A = _Array(a, "a")
+    ta, k, lda = A.rows("a")
+    if not isinstance(b, torch.Tensor) or b.dim() != 3 or not b.is_contiguous() or b.dtype != a.dtype or b.shape[1] != k:
+        raise ValueError("collmux: b must be a contiguous (experts, %d, n) tensor of a's type" % k)
+    experts, n = b.shape[0], b.shape[2]
+    flat_rows = [int(v) for r in rows for v in (r if isinstance(r, (list, tuple)) else [r])]
+    flat_dest = [int(v) for r in dest for v in (r if isinstance(r, (list, tuple)) else [r])]
+    if len(flat_rows) != len(flat_dest) or (experts and len(flat_rows) % experts):
+        raise ValueError("collmux: rows and dest must both be experts x size")
+    if sum(flat_rows) != ta:
+        raise ValueError("collmux: a has %d rows and rows add up to %d" % (ta, sum(flat_rows)))
+    if out is None:
+        out = a.new_empty((out_rows, n))
+    if tuple(out.shape) != (out_rows, n) or not out.is_contiguous() or out.dtype != a.dtype:
+        raise ValueError("collmux: out must be a contiguous (%d, %d) tensor of a's type" % (out_rows, n))
+    R = (ctypes.c_longlong * max(len(flat_rows), 1))(*flat_rows)
+    D = (ctypes.c_longlong * max(len(flat_dest), 1))(*flat_dest)
+    with torch.cuda.device(a.device):
+        rc = library().collmux_gemm_alltoall(handle, A.stream, A.dtype, k, n, experts, A.ptr if ta else None, lda,
+                                             b.data_ptr() if b.numel() else None, R, D,
+                                             out.data_ptr() if out.numel() else None, out_rows, capacity)
+    if rc != 0:
+        raise Error("collmux_gemm_alltoall failed (its reason is on stderr)")
     return out
 
 

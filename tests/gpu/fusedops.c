@@ -26,6 +26,8 @@ static int rank, size, failures;
 static int (*gemv_ar)(int, void *, int, int, int, int, const void *, long long, const void *, long long, void *, long long);
 static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, const void *, const long long *, const long long *,
 		      const long long *, void *);
+static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long, const void *, const long long *, const long long *, void *,
+		       long long, long long);
 
 static void fail(const char *fmt, int a, int b, int c, int d) /* fmt: up to four %d */
 {
@@ -191,6 +193,85 @@ static void emb(MPI_Comm comm, int c, int t, int mode, int dim, long long batch,
 	free(off), free(idx), free(hw), free(hout);
 }
 
+/* A GEMM + all-to-all case: rank q holds 1 + (q + c) % 3 experts, and
+ * expert e got moe_rows(c, q, e, p) of its rows from rank p (some none);
+ * every rank computes every rank's counts, so each knows where the blocks
+ * it sends land (rank p's out: holder 0's experts' blocks in order, then
+ * holder 1's, ...) and which rows of which holder it gets back. Inputs are
+ * multiples of 1/8, so every product's sum is exact in fp32: the output
+ * must be the host's sum rounded once, bit for bit. The call is made reps
+ * times on alternating streams with no host synchronisation between. */
+static int moe_experts(int c, int q) { return 1 + (q + c) % 3; }
+static long long moe_rows(int c, int q, int e, int p) { return (c + 3 * q + 5 * e + 7 * p) % 6; }
+static long long moe_dest(int c, int q, int e, int p) /* where block (q, e) lands in rank p's out */
+{
+	long long at = 0;
+	for (int qq = 0; qq <= q; qq++)
+		for (int ee = 0; ee < (qq == q ? e : moe_experts(c, qq)); ee++)
+			at += moe_rows(c, qq, ee, p);
+	return at;
+}
+static long long moe_arow(int c, int q, int e, int p, int n) /* block (e, p)'s first row in rank q's a */
+{
+	long long at = 0;
+	for (int ee = 0; ee <= e; ee++)
+		for (int pp = 0; pp < (ee == e ? p : n); pp++)
+			at += moe_rows(c, q, ee, pp);
+	return at;
+}
+static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, int reps)
+{
+	int me, n;
+	MPI_Comm_rank(comm, &me);
+	MPI_Comm_size(comm, &n);
+	const size_t es = (size_t)esize[t];
+	const int ex = moe_experts(c, me);
+	long long rows[3 * 8], dest[3 * 8], arows = moe_arow(c, me, ex, 0, n), capacity = 0, out_rows = moe_dest(c, n, 0, me);
+	for (int p = 0; p < n; p++) {
+		const long long r = moe_dest(c, n, 0, p);
+		capacity = r > capacity ? r : capacity;
+	}
+	for (int e = 0; e < ex; e++)
+		for (int p = 0; p < n; p++)
+			rows[e * n + p] = moe_rows(c, me, e, p), dest[e * n + p] = moe_dest(c, me, e, p);
+	const long long lda = k + 3;
+	void *ha = calloc((size_t)(arows * lda + 1), es), *hb = calloc((size_t)ex * k * ncol + 1, es);
+	for (long long r = 0; r < arows; r++)
+		for (int i = 0; i < k; i++)
+			put(ha, (size_t)(r * lda + i), t, value(c, me, 0, (size_t)(r * k + i)));
+	for (size_t i = 0; i < (size_t)ex * k * ncol; i++)
+		put(hb, i, t, value(c, me, 1, i));
+	void *da, *db, *dout;
+	CUDA_OK(cudaMalloc(&da, (size_t)(arows * lda + 1) * es));
+	CUDA_OK(cudaMalloc(&db, ((size_t)ex * k * ncol + 1) * es));
+	CUDA_OK(cudaMalloc(&dout, ((size_t)out_rows * ncol + 1) * es));
+	CUDA_OK(cudaMemcpy(da, ha, (size_t)(arows * lda) * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(db, hb, (size_t)ex * k * ncol * es, cudaMemcpyHostToDevice));
+	for (int i = 0; i < reps; i++) {
+		const int rc = gemm_a2a(MPI_Comm_c2f(comm), st[i % 2], t, k, ncol, ex, da, lda, db, rows, dest, dout, out_rows, capacity);
+		if (rc != 0)
+			fail("gemm case %d (type %d, k %d): returned %d", c, t, k, rc);
+	}
+	CUDA_OK(cudaDeviceSynchronize());
+	void *hout = calloc((size_t)out_rows * ncol + 1, es);
+	CUDA_OK(cudaMemcpy(hout, dout, (size_t)out_rows * ncol * es, cudaMemcpyDeviceToHost));
+	int bad = 0;
+	for (int q = 0; q < n; q++)
+		for (int e = 0; e < moe_experts(c, q); e++)
+			for (long long r = 0; r < moe_rows(c, q, e, me); r++) {
+				const long long ar = moe_arow(c, q, e, me, n) + r, orow = moe_dest(c, q, e, me) + r;
+				for (int j = 0; j < ncol; j++) {
+					float sum = 0;
+					for (int i = 0; i < k; i++)
+						sum += value(c, q, 0, (size_t)(ar * k + i)) * value(c, q, 1, (size_t)e * k * ncol + (size_t)i * ncol + j);
+					if (get(hout, (size_t)(orow * ncol + j), t) != rounded(sum, t) && bad++ < 3)
+						fail("gemm case %d (type %d): row %d from rank %d is not the host's product", c, t, (int)orow, q);
+				}
+			}
+	cudaFree(da), cudaFree(db), cudaFree(dout);
+	free(ha), free(hb), free(hout);
+}
+
 /* One case on comm: every rank's inputs made, the call made `reps`
  * times, alternating between two streams with no host synchronisation
  * between them, then the result checked against the exact reference and
@@ -268,12 +349,16 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	*(void **)&emb_a2a = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall");
+	*(void **)&gemm_a2a = dlsym(RTLD_DEFAULT, "collmux_gemm_alltoall");
 	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
 		void *d;
 		CUDA_OK(cudaMalloc(&d, 1 << 16));
 		for (int i = 0; i < 3; i++)
 			if (gemv_ar(MPI_Comm_c2f(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 64, 16, 1, d, 16, d, 16, d, 64) != -1)
 				fail("call %d did not return -1 without kernels", i, 0, 0, 0);
+		const long long one = 1, zero = 0;
+		if (gemm_a2a && gemm_a2a(MPI_Comm_c2f(MPI_COMM_SELF), 0, COLLMUX_FLOAT32, 16, 16, 1, d, 16, d, &one, &zero, d, 1, 1) != -1)
+			fail("collmux_gemm_alltoall did not return -1 without kernels", 0, 0, 0, 0);
 		int sum = 1;
 		MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 		if (sum != size)
@@ -315,6 +400,17 @@ int main(int argc, char **argv)
 	} else {
 		fail("collmux_embedding_alltoall not found", 0, 0, 0, 0);
 	}
+	/* GEMM + all-to-all: every type, odd k and n, k = 0 (empty sums), blocks
+	 * of no rows, repeated calls on two streams, one rank alone */
+	if (gemm_a2a) {
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 16, 8, st, 1);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 33, 7, st, 3);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 128, 130, st, 2);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 0, 5, st, 1);
+		moe(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, 64, 24, st, 1);
+	} else {
+		fail("collmux_gemm_alltoall not found", 0, 0, 0, 0);
+	}
 	/* the errors promised: every rank gets -1 and nothing is queued */
 	void *d;
 	CUDA_OK(cudaMalloc(&d, 1 << 20));
@@ -326,6 +422,8 @@ int main(int argc, char **argv)
 		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, d, 4, d, 8, d, 8),             /* lda < k */
 		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, host, 8, host, 8, host, 8),    /* host buffers */
 		gemv_ar(MPI_Comm_c2f(MPI_COMM_NULL), 0, COLLMUX_FLOAT32, 8, 8, 1, d, 8, d, 8, d, 8), /* no communicator */
+		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, host, 8, host, NULL, NULL, host, 4, 4) : -1, /* host buffers */
+		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, d, 8, d, NULL, NULL, d, 5, 4) : -1,          /* out_rows > capacity */
 	};
 	for (int i = 0; i < (int)(sizeof errs / sizeof errs[0]); i++)
 		if (errs[i] != -1)

@@ -4,7 +4,8 @@ weight sliced by columns as a view, uneven slices), against the full
 product computed on each rank; the same bits on every rank; the same
 operation as torch.ops.collmux.gemv_allreduce, also inside a
 torch.compile graph (fullgraph); and on CuPy arrays. collmux.embedding_alltoall
-against torch's EmbeddingBag over all the tables, each rank's samples. Prints
+against torch's EmbeddingBag over all the tables, each rank's samples;
+collmux.gemm_alltoall against torch's products of each rank's tokens. Prints
 "fusedops_torch: N ranks, F failures"."""
 import hashlib
 import os
@@ -104,6 +105,25 @@ for dtype, mode, dim, batch, ntab in [(torch.float32, "sum", 64, 37, 5), (torch.
     torch.cuda.synchronize()
     err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
     expect(f"embedding {dtype} {mode}: {err:.2e} from EmbeddingBag", tuple(out.shape) == (s1 - s0, ntab, dim) and err < 1e-2)
+
+# GEMM + all-to-all as an MoE layer's combine: every rank builds the
+# whole job alike (one seed); rank q holds q + 1 experts, expert e got
+# cnt[q][e][p] tokens from rank p, and each token's product goes back to
+# rank p, holder-major then expert-major, as the dispatch sent them
+gm = torch.Generator(device="cpu").manual_seed(13)
+for dtype, k, n in [(torch.bfloat16, 256, 96), (torch.float32, 40, 33)]:
+    cnt = [[[int(torch.randint(0, 9, (1,), generator=gm)) for p in range(size)] for e in range(q + 1)] for q in range(size)]
+    xs = [[[torch.randn(cnt[q][e][p], k, generator=gm).to(dtype) for p in range(size)] for e in range(q + 1)] for q in range(size)]
+    ws = [torch.randn(q + 1, k, n, generator=gm).to(dtype) for q in range(size)]
+    back = [sum(cnt[q][e][p] for q in range(size) for e in range(q + 1)) for p in range(size)]
+    dest = [[sum(cnt[qq][ee][p] for qq in range(size) for ee in range(qq + 1) if (qq, ee) < (rank, e)) for p in range(size)]
+            for e in range(rank + 1)]
+    a = torch.cat([xs[rank][e][p] for e in range(rank + 1) for p in range(size)]).to(dev)
+    out = collmux.gemm_alltoall(comm, a, ws[rank].to(dev), cnt[rank], dest, back[rank], max(back))
+    ref = torch.cat([xs[q][e][rank].float() @ ws[q][e].float() for q in range(size) for e in range(q + 1)]).to(dtype)
+    torch.cuda.synchronize()
+    err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
+    expect(f"gemm_alltoall {dtype}: {err:.2e} from torch", tuple(out.shape) == (back[rank], n) and err < 1e-2)
 
 nbad = comm.allreduce(len(bad))
 if rank == 0:
