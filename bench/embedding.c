@@ -73,18 +73,10 @@ static void call(char c, const void *v)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (!(*(void **)&emb = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall"))) {
-		fprintf(stderr, "embedding: preload libcollmux.so\n");
-		MPI_Abort(MPI_COMM_WORLD, 2);
-	}
+	*(void **)&emb = ops_start(&argc, &argv, &rank, &size, "collmux_embedding_alltoall", &nccl, &st);
 	prob p = {.batch = argc > 1 ? atoll(argv[1]) : 16384};
 	const int lo = argc > 2 ? atoi(argv[2]) : 20, hi = argc > 3 ? atoi(argv[3]) : 80;
 	const long long rows = argc > 4 ? atoll(argv[4]) : 1000000;
-	ops_nccl_setup(&nccl, &st);
 	p.first = TABLES * rank / size, p.tables = TABLES * (rank + 1) / size - p.first;
 	for (int t = 0; t < p.tables; t++)
 		p.rows[t + 1] = p.rows[t] + rows;

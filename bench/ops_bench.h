@@ -9,6 +9,7 @@
 #ifndef OPS_BENCH_H
 #define OPS_BENCH_H
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <time.h>
@@ -27,6 +28,25 @@ static void ops_nccl_setup(ncclComm_t *nccl, cudaStream_t *st)
 	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
 	ncclCommInitRank(nccl, size, id, rank);
 	CUDA_OK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+}
+
+/* A benchmark of collmux's operation `name` starts: this rank's GPU
+ * picked, MPI up (*rank, *size), NCCL over the world on a non-blocking
+ * stream. Returns the operation, or aborts the job when libcollmux.so is
+ * not preloaded. */
+static void *ops_start(int *argc, char ***argv, int *rank, int *size, const char *name, ncclComm_t *nccl, cudaStream_t *st)
+{
+	gpu_select();
+	MPI_Init(argc, argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, size);
+	void *fn = dlsym(RTLD_DEFAULT, name);
+	if (!fn) {
+		fprintf(stderr, "%s not found: preload libcollmux.so\n", name);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	ops_nccl_setup(nccl, st);
+	return fn;
 }
 
 enum { OPS_MAX_ROUNDS = 31 };

@@ -70,6 +70,7 @@ mpicc -O2 -I$CUDA/include -o $B/overlap bench/overlap.c -L$CUDA/lib64 -lcudart -
 mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/embedding_bench bench/embedding.c -L$CUDA/lib64 -lcudart -lnccl -ldl
+mpicc -O2 -I$CUDA/include -o $B/moe_bench bench/moe.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
@@ -385,6 +386,13 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
     timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/embedding_bench ${EMB_BATCH:-16384} 1 1 | tail -n +2
   } > "$OUT/embedding.csv" 2> $B/emb.err || tail -20 $B/emb.err
   cat "$OUT/embedding.csv"
+  # MoE combine: 4 K and 32 K tokens a rank, hidden 4096 and 7168, 8 and 32 experts a rank
+  { timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/moe_bench 4096 4096 4096 8
+    for s in "32768 4096 4096 8" "8192 7168 7168 8" "32768 7168 7168 32"; do
+      timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/moe_bench $s | tail -n +2
+    done
+  } > "$OUT/moe.csv" 2> $B/moe.err || tail -20 $B/moe.err
+  cat "$OUT/moe.csv"
 fi
 # BENCH=persist (and BENCH=1): an 8-byte device all-reduce blocking,
 # persistent (MPI_Start + MPI_Wait) and nonblocking, taking turns, on

@@ -19,7 +19,8 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// The fused operations' benchmarks (bench/fusedops.c, bench/embedding.c)
+// The fused operations' benchmarks (bench/fusedops.c, bench/embedding.c,
+// bench/moe.c)
 // print CSV with an `op` column, shape columns, a `contender` and its `us`.
 // plotOps draws the speed-up of each contender of issue 18's letters b, c
 // and d over the unfused baseline a of the same shape (their names start
@@ -32,6 +33,7 @@ import (
 var opShape = map[string][2]string{
 	"gemv_allreduce":     {"m", "batch"},
 	"embedding_alltoall": {"lookups", ""},
+	"gemm_alltoall":      {"tokens", "n"},
 }
 
 var contenderColor = []color.NRGBA{

@@ -21,6 +21,11 @@ func TestPlotOps(t *testing.T) {
 		"embedding_alltoall,26,1000000,128,16384,1-1,2,a:pool+nccl-alltoall,363.8,1.000\n" +
 		"embedding_alltoall,26,1000000,128,16384,1-1,2,d:collmux-fused,250.2,1.454\n" +
 		"embedding_alltoall,26,1000000,128,16384,1-1,2,pool-alone,156.6,2.324\n"
+	moe := "op,tokens,k,n,experts,ranks,contender,us,speedup_vs_a\n" +
+		"gemm_alltoall,4096,4096,4096,8,1,a:cublas+nccl-alltoallv,211.8,1.000\n" +
+		"gemm_alltoall,4096,4096,4096,8,1,b:cublas+MPI_Alltoallv(collmux),233.3,0.908\n" +
+		"gemm_alltoall,4096,4096,4096,8,1,d:collmux-fused,226.0,0.937\n" +
+		"gemm_alltoall,4096,4096,4096,8,1,gemm-alone,193.7,1.094\n"
 	for _, tc := range []struct {
 		name, csv string
 		files     []string // the PNGs written, or nil when it must fail
@@ -28,6 +33,7 @@ func TestPlotOps(t *testing.T) {
 	}{
 		{"gemv", gemv, []string{"gemv_allreduce-batch1.png", "gemv_allreduce-batch4.png"}, ""},
 		{"embedding", emb, []string{"embedding_alltoall.png"}, ""},
+		{"moe", moe, []string{"gemm_alltoall-n4096.png"}, ""},
 		{"no header", "gemv_allreduce,1,1,1,2,a:x,1,1,0\n", nil, "before the header"},
 		{"unknown op", "op,contender,us\nallgather,a:x,1\n", nil, "is not one this command knows"},
 		{"bad time", strings.Replace(emb, "250.2", "-3", 1), nil, "not a positive number"},
