@@ -12,7 +12,9 @@
  *   b  the same GEMMs, then MPI_Alltoallv on the device buffers (collmux's
  *      fastest path for it)
  *   d  collmux_gemm_alltoall: each block's GEMM writes straight into the
- *      memory of the rank it goes to
+ *      memory of the rank it goes to (collmux's workspace, copied into out)
+ *   e  the same into an out in symmetric memory (collmux_symm_alloc),
+ *      which the GEMMs write directly
  *   gemm  the GEMMs of a alone
  * Per contender the median over ROUNDS rounds of ITERS calls, the slowest
  * rank's. Rank 0 prints CSV: op,tokens,k,n,experts,ranks,contender,us,speedup_vs_a
@@ -37,6 +39,7 @@ static ncclComm_t nccl;
 static cudaStream_t st;
 static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long, const void *, const long long *, const long long *, void *,
 		       long long, long long);
+static void *(*symm_alloc)(int, size_t);
 /* cuBLAS, as collmux loads it: the unfused contenders' GEMMs */
 static int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *, void *,
 		      int, int, int, int);
@@ -45,8 +48,9 @@ static void *blas;
 typedef struct {
 	long long tokens, rows[MAX_BLOCKS], dest[MAX_BLOCKS], capacity;
 	int k, n, experts;
-	void *a, *b, *send, *out;
+	void *a, *b, *send, *out, *symm_out;
 	int scount[8], sdispl[8]; /* rows to and from each rank (every rank's blocks are alike) */
+	MPI_Datatype row_t;       /* one row of the output */
 } prob;
 
 /* block (e, p)'s product into the send buffer, laid out by destination */
@@ -76,8 +80,12 @@ static void call(char c, const void *v)
 	const size_t row = (size_t)p->n * 2;
 	switch (c) {
 	case 'd':
-		gemm_a2a(MPI_Comm_c2f(MPI_COMM_WORLD), st, COLLMUX_BFLOAT16, p->k, p->n, p->experts, p->a, p->k, p->b, p->rows, p->dest, p->out,
-			 p->capacity, p->capacity);
+	case 'e':
+		if (gemm_a2a(MPI_Comm_c2f(MPI_COMM_WORLD), st, COLLMUX_BFLOAT16, p->k, p->n, p->experts, p->a, p->k, p->b, p->rows, p->dest,
+			     c == 'd' ? p->out : p->symm_out, p->capacity, p->capacity) != 0) {
+			fprintf(stderr, "moe: collmux_gemm_alltoall failed (the reason above): its time would be no time\n");
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
 		break;
 	case 'g':
 	case 'a':
@@ -93,11 +101,7 @@ static void call(char c, const void *v)
 		} else if (c == 'b') {
 			/* MPI_Alltoallv sees device buffers the program wrote on st */
 			CUDA_OK(cudaStreamSynchronize(st));
-			MPI_Datatype row_t;
-			MPI_Type_contiguous(p->n * 2, MPI_BYTE, &row_t);
-			MPI_Type_commit(&row_t);
-			MPI_Alltoallv(p->send, p->scount, p->sdispl, row_t, p->out, p->scount, p->sdispl, row_t, MPI_COMM_WORLD);
-			MPI_Type_free(&row_t);
+			MPI_Alltoallv(p->send, p->scount, p->sdispl, p->row_t, p->out, p->scount, p->sdispl, p->row_t, MPI_COMM_WORLD);
 		}
 		break;
 	}
@@ -110,19 +114,25 @@ int main(int argc, char **argv)
 	p.k = argc > 2 ? atoi(argv[2]) : 4096;
 	p.n = argc > 3 ? atoi(argv[3]) : 4096;
 	p.experts = argc > 4 ? atoi(argv[4]) : 8;
-	void *h = dlopen("libcublas.so", RTLD_NOW);
-	int (*create)(void **) = NULL, (*set_stream)(void *, void *) = NULL;
+	void *h = NULL;
+	for (const char **name = (const char *[]){"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL}; *name && !h; name++)
+		h = dlopen(*name, RTLD_NOW);
+	int (*create)(void **) = NULL, (*set_stream)(void *, void *) = NULL, (*set_math)(void *, int) = NULL;
 	if (h) {
 		*(void **)&create = dlsym(h, "cublasCreate_v2");
 		*(void **)&set_stream = dlsym(h, "cublasSetStream_v2");
+		*(void **)&set_math = dlsym(h, "cublasSetMathMode");
 		*(void **)&gemm_ex = dlsym(h, "cublasGemmEx");
 	}
-	if (!create || !set_stream || !gemm_ex || size > 8 || p.experts < 1 || p.experts * size > MAX_BLOCKS) {
+	if (!create || !set_stream || !set_math || !gemm_ex || size > 8 || p.experts < 1 || p.experts * size > MAX_BLOCKS) {
 		fprintf(stderr, "moe: needs cuBLAS, at most 8 ranks and 1 to 64 experts a rank\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	create(&blas);
 	set_stream(blas, st);
+	set_math(blas, 16); /* as collmux's handle: split-K sums in fp32 (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) */
+	MPI_Type_contiguous(p.n * 2, MPI_BYTE, &p.row_t);
+	MPI_Type_commit(&p.row_t);
 	/* every rank sends tokens / (experts x size) rows to each expert of
 	 * each rank (the last expert of each rank the remainder), so every
 	 * rank's blocks are alike and so are its counts to and from each rank */
@@ -145,18 +155,34 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaMalloc(&p.b, (size_t)p.experts * p.k * p.n * 2));
 	CUDA_OK(cudaMalloc(&p.send, arows * p.n * 2));
 	CUDA_OK(cudaMalloc(&p.out, (size_t)p.capacity * p.n * 2));
-	CUDA_OK(cudaMemset(p.a, 0, arows * p.k * 2));
-	CUDA_OK(cudaMemset(p.b, 0, (size_t)p.experts * p.k * p.n * 2));
+	*(void **)&symm_alloc = dlsym(RTLD_DEFAULT, "collmux_symm_alloc");
+	if (!symm_alloc || !(p.symm_out = symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), (size_t)p.capacity * p.n * 2))) {
+		fprintf(stderr, "moe: no symmetric memory (collmux_symm_alloc)\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	/* inputs of small random bf16 values (zeros would flatter the power and clocks) */
+	uint16_t *fill = malloc((size_t)p.k * p.n * 2);
+	uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)rank;
+	for (size_t i = 0; i < (size_t)p.k * p.n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		fill[i] = (uint16_t)(0x3c00 | (x & 0x7f) | (x >> 8 & 1) << 15); /* +-[2^-7, 2^-6) */
+	}
+	for (size_t r = 0; r < arows; r += (size_t)p.n) /* a's rows from the same pool */
+		CUDA_OK(cudaMemcpy((char *)p.a + r * p.k * 2, fill, (arows - r < (size_t)p.n ? arows - r : (size_t)p.n) * p.k * 2, cudaMemcpyHostToDevice));
+	for (int e = 0; e < p.experts; e++)
+		CUDA_OK(cudaMemcpy((char *)p.b + (size_t)e * p.k * p.n * 2, fill, (size_t)p.k * p.n * 2, cudaMemcpyHostToDevice));
+	free(fill);
 	if (rank == 0)
 		printf("op,tokens,k,n,experts,ranks,contender,us,speedup_vs_a\n");
 	const double ta = ops_median_us(call, 'a', &p, 1, ITERS, ROUNDS);
-	for (const char *c = "abdg"; *c; c++) {
+	for (const char *c = "abdeg"; *c; c++) {
 		const double us = *c == 'a' ? ta : ops_median_us(call, *c, &p, 1, ITERS, ROUNDS);
 		if (rank == 0)
 			printf("gemm_alltoall,%lld,%d,%d,%d,%d,%s,%.1f,%.3f\n", p.tokens, p.k, p.n, p.experts, size,
-			       *c == 'a' ? "a:cublas+nccl-alltoallv" : *c == 'b' ? "b:cublas+MPI_Alltoallv(collmux)" : *c == 'd' ? "d:collmux-fused" : "gemm-alone",
+			       *c == 'a' ? "a:cublas+nccl-alltoallv" : *c == 'b' ? "b:cublas+MPI_Alltoallv(collmux)" : *c == 'd' ? "d:collmux-fused" : *c == 'e' ? "d:collmux-fused-symmetric" : "gemm-alone",
 			       us, ta / us);
 	}
+	MPI_Type_free(&p.row_t);
 	ncclCommDestroy(nccl);
 	MPI_Finalize();
 	return 0;

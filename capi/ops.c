@@ -50,3 +50,17 @@ CMX_EXPORT int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, i
 	cmx_comm *c = ops_comm(comm, &why);
 	return cmx_ops_gemm_alltoall(c, why, stream, dtype, k, n, experts, a, lda, b, rows, dest, out, out_rows, capacity);
 }
+
+CMX_EXPORT void *collmux_symm_alloc(int comm, size_t bytes)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_symm_alloc(c, why, bytes);
+}
+
+CMX_EXPORT int collmux_symm_free(int comm, void *p)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_symm_free(c, why, p);
+}

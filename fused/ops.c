@@ -60,6 +60,15 @@ struct cmx_ops {
 	void *last_stream; /* the stream it ran on */
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
 	int cublas;        /* every rank has cuBLAS */
+	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
+};
+
+/* Symmetric memory: the same number of bytes on every rank of a
+ * communicator, each rank's mapped by its peers (peer[me] is this rank's). */
+struct symm {
+	char *peer[CMX_MAX_RANKS];
+	size_t bytes;
+	struct symm *next;
 };
 static int ops_made; /* workspaces made by this process (never freed) */
 static pthread_mutex_t ops_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -251,19 +260,20 @@ static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) &
 typedef struct {
 	void *out;
 	uint64_t bytes, row, skip_lo, skip_hi;
+	uint32_t tile;
 } land_t;
 static void *land_k;
 
 static void *land_kernel(void) { return cmx_fused_kernel("cmx_ops_land", &land_k); }
 
-/* Queues the landing (the peers told, theirs awaited, the data half copied
- * into L's output) and records the call's end. */
+/* Queues a landing (the peers told, theirs awaited, the data half copied
+ * into L's output; with no bytes, a barrier of the ranks' streams). */
 static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
 {
 	const uint64_t blocks = (L->bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
 	const unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < 2u * (unsigned)o->sms ? blocks : 2u * (unsigned)o->sms);
 	void *args[] = {O, L};
-	return cmx_cuda_launch(land_k, grid, CMX_OPS_THREADS, stream, args) && end(o, stream);
+	return cmx_cuda_launch(land_k, grid, CMX_OPS_THREADS, stream, args);
 }
 
 /* a digest of what every rank must pass alike */
@@ -325,25 +335,28 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
-	if (m < 0 || k < 0 || batch < 1 || batch > 16 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX ||
-	    ldy > INT_MAX)
-		return fail(fn, NULL, "needs m >= 0, k >= 0, 1 <= batch <= 16, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31");
+	/* what every rank passes alike is refused at once, as every rank does */
+	if (m < 0 || batch < 1 || batch > 16 || (uint64_t)m > (uint64_t)CMX_OPS_TILES * 8 * CMX_OPS_RW)
+		return fail(fn, NULL, "needs 0 <= m <= 131072 and 1 <= batch <= 16");
 	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
 		return -1;
-	if ((uint64_t)m > (uint64_t)CMX_OPS_TILES * 8 * CMX_OPS_RW || k > INT_MAX - 4096)
-		return fail(fn, c, "m is larger than 131072, or k than 2^31 - 4097");
+	/* what may differ between ranks is refused after ready(), whose
+	 * collective steps every rank then takes */
+	const char *bad = NULL;
+	if (k < 0 || k > INT_MAX - 4096 || lda < k || ldx < k || ldy < m || lda > INT_MAX || ldx > INT_MAX || ldy > INT_MAX)
+		bad = "needs 0 <= k <= 2^31 - 4097, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31";
 	if (m == 0) /* every rank passes the same m */
-		return 0;
+		return bad ? fail(fn, c, bad) : 0;
 	/* Its kernels would replay this call's numbers and flags, which the
 	 * peers' replays would find already raised */
-	if (cmx_cuda_capturing(stream))
-		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	if (!bad && cmx_cuda_capturing(stream))
+		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	/* room for the partials of every form (the nccl form uses none) */
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
-	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256), (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
-	if (why)
-		return fail(fn, c, why);
+	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256), !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
+	if (bad || why)
+		return fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	const int form = gemv_form_for(c, batch, y, &why), fused = form == GEMV_FUSED;
 	if (!form)
@@ -430,26 +443,30 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
-	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables < 0 || tables > CMX_OPS_EMB_TABLES ||
-	    table_first < 0 || tables_total < 1 || table_first + tables > tables_total || (tables && !rows))
-		return fail(fn, NULL, "needs a pooling mode, dim >= 1, batch >= 0, 0 <= tables <= 128 and 0 <= table_first, "
-				      "table_first + tables <= tables_total");
-	for (int t = 0; t < tables; t++)
-		if (rows[t] < 0 || rows[t + 1] < rows[t])
-			return fail(fn, NULL, "rows must be tables + 1 row offsets into the weights, non-decreasing from 0 or more");
+	/* what every rank passes alike is refused at once, as every rank does */
+	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables_total < 1)
+		return fail(fn, NULL, "needs a pooling mode, dim >= 1, batch >= 0 and tables_total >= 1");
 	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
 		return -1;
-	if (cmx_cuda_capturing(stream))
-		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	/* what may differ between ranks is refused after ready(), whose
+	 * collective steps every rank then takes */
+	const char *bad = NULL;
+	if (tables < 0 || tables > CMX_OPS_EMB_TABLES || table_first < 0 || table_first + tables > tables_total || (tables && !rows))
+		bad = "needs 0 <= tables <= 128, 0 <= table_first and table_first + tables <= tables_total";
+	for (int t = 0; !bad && t < tables; t++)
+		if (rows[t] < 0 || rows[t + 1] < rows[t])
+			bad = "rows must be tables + 1 row offsets into the weights, non-decreasing from 0 or more";
+	if (!bad && cmx_cuda_capturing(stream))
+		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	const int n = c->size, me = c->rank;
 	const long long mine = batch * (me + 1) / n - batch * me / n, most = (batch + n - 1) / n;
 	const size_t es = (size_t)esize[dtype];
 	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
-	const int args = (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
+	const int args = !bad && (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
 	const char *why = ready(c, out ? out : weights, OPS_FLAGS + 2 * (data + 256), args);
-	if (why)
-		return fail(fn, c, why);
+	if (bad || why)
+		return fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
@@ -469,7 +486,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	if (tables)
 		memcpy(E.rows, rows, (size_t)(tables + 1) * sizeof *rows);
 	const uint64_t row = (uint64_t)tables_total * (uint64_t)dim * es; /* one sample of the output */
-	land_t L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es};
+	land_t L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es, 0};
 	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
@@ -478,7 +495,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	void *pargs[] = {&O, &E};
 	const int ok = (!bags || (bags + warps - 1) / warps < 0x7fffffffu) &&
 		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), CMX_OPS_THREADS, stream, pargs)) &&
-		       land(o, &O, &L, stream);
+		       land(o, &O, &L, stream) && end(o, stream);
 	if (!ok) {
 		char msg[96];
 		c->ops_state = -1;
@@ -488,76 +505,157 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	return 0;
 }
 
+/* The symmetric memory of c's operations that holds [p, p + bytes) on
+ * this rank, and p's offset in it; NULL if none does. */
+static const struct symm *symm_of(const struct cmx_ops *o, int me, const void *p, uint64_t bytes, uint64_t *off)
+{
+	for (const struct symm *r = o->symm; r && p; r = r->next)
+		if ((const char *)p >= r->peer[me] && (uint64_t)((const char *)p - r->peer[me]) <= r->bytes &&
+		    bytes <= r->bytes - (uint64_t)((const char *)p - r->peer[me]))
+			return *off = (uint64_t)((const char *)p - r->peer[me]), r;
+	return NULL;
+}
+
 /* GEMM + all-to-all (collmux.h). Each block (e, p), the rows of expert e
  * that came from rank p, is one cuBLAS GEMM whose output goes straight
- * into rank p's data half at the row the caller names (its stores cross
- * NVLink as each tile finishes, under the GEMMs still running); the landing
- * kernel then tells the peers, waits for theirs and copies the rows this
- * rank received into out. */
+ * into rank p's memory at the row the caller names (its stores cross
+ * NVLink as each tile finishes, under the GEMMs still running): into its
+ * data half, which the landing kernel then copies into out once every
+ * rank's flag says its GEMMs are done; or, where out lies in symmetric
+ * memory, into out itself, between two barriers of the ranks' streams
+ * (every peer has reached the call before any rank writes into its out,
+ * and every rank's GEMMs are done when the call is). */
 int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int k, int n, int experts, const void *a,
 			  long long lda, const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
 			  long long capacity)
 {
 	static const char fn[] = "collmux_gemm_alltoall";
 	static const int esize[] = {4, 2, 2};
+	/* what every rank passes alike is refused at once, as every rank does */
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
-	if (k < 0 || n < 1 || experts < 0 || lda < k || lda > INT_MAX || capacity < 0 || out_rows < 0 || out_rows > capacity ||
-	    (experts && (!rows || !dest)))
-		return fail(fn, NULL, "needs k >= 0, n >= 1, experts >= 0, k <= lda < 2^31, 0 <= out_rows <= capacity, and rows and dest "
-				      "when experts > 0");
+	if (k < 0 || n < 1 || capacity < 0 || (uint64_t)capacity > (UINT64_MAX / 4) / ((uint64_t)n * (uint64_t)esize[dtype]))
+		return fail(fn, NULL, "needs k >= 0, n >= 1 and 0 <= capacity, capacity x n not too large");
 	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
 		return -1;
 	const int size = c->size;
 	const size_t es = (size_t)esize[dtype];
-	if ((uint64_t)capacity > (UINT64_MAX / 4) / ((uint64_t)n * es))
-		return fail(fn, c, "capacity x n is too large");
+	/* what may differ between ranks is judged here but refused after
+	 * ready(), whose collective steps (set-up, growth) every rank then
+	 * takes, and where one rank's refusal is every rank's */
+	const char *bad = NULL;
 	long long total = 0;
-	for (int i = 0; i < experts * size; i++) {
+	if (experts < 0 || experts > 1 << 20 || lda < k || lda > INT_MAX || out_rows < 0 || out_rows > capacity || (experts && (!rows || !dest)))
+		bad = "needs 0 <= experts <= 2^20, k <= lda < 2^31, 0 <= out_rows <= capacity, and rows and dest when experts > 0";
+	for (long long i = 0; !bad && i < (long long)experts * size; i++) {
 		if (rows[i] < 0 || dest[i] < 0 || dest[i] > capacity - rows[i] || rows[i] > INT_MAX)
-			return fail(fn, c, "each block's rows must be 0 to 2^31 - 1, and land between row 0 and capacity of its rank's out");
+			bad = "each block's rows must be 0 to 2^31 - 1, and land between row 0 and capacity of its rank's out";
 		total += rows[i];
 	}
-	if (cmx_cuda_capturing(stream))
-		return fail(fn, c, "cannot be captured into a CUDA graph (its calls are numbered as they are made)");
+	if (!bad && cmx_cuda_capturing(stream))
+		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	if (capacity == 0) /* every rank passes the same capacity: nothing moves anywhere */
-		return 0;
+		return bad ? fail(fn, c, bad) : 0;
 	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
-	const int args = (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
+	const int args = !bad && (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
 	const char *why = ready(c, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), args);
-	if (why)
-		return fail(fn, c, why);
+	if (bad || why)
+		return fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (k && !o->cublas) /* agreed at set-up, and k is every rank's: every rank refuses alike */
 		return fail(fn, c, "cuBLAS, which computes its blocks, is not available on every rank");
-	const int64_t sh[] = {dtype, k, n, capacity};
+	/* out in symmetric memory, room for capacity rows: every rank must pass
+	 * one at the same offset (the digest tells a rank that did not) */
+	uint64_t off = 0;
+	const struct symm *sy = symm_of(o, c->rank, out, data, &off);
+	const int64_t sh[] = {dtype, k, n, capacity, sy ? (int64_t)off + 1 : 0};
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 4)))
+	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 5)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	/* From here the peers run the call: a failure leaves them waiting for
-	 * this rank's flag until they time out, and turns the operations off
+	 * this rank's flags until they time out, and turns the operations off
 	 * here. */
-	int ok = 1;
+	land_t ready_l = {NULL, 0, row, 0, 0, 1}, L = {out, sy ? 0 : (uint64_t)out_rows * row, row, 0, 0, 0};
+	int ok = !sy || land(o, &O, &ready_l, stream);
 	const char *blk = a;
 	for (int e = 0; e < experts && ok; e++)
 		for (int p = 0; p < size && ok; p++) {
 			const long long r = rows[e * size + p];
-			char *to = o->peer[p] + O.data + (uint64_t)dest[e * size + p] * row;
+			char *to = (sy ? sy->peer[p] + off : o->peer[p] + O.data) + (uint64_t)dest[e * size + p] * row;
 			if (r && k)
 				ok = cmx_cublas_gemm(stream, dtype, (int)r, n, k, blk, lda, (const char *)b + (size_t)e * k * n * es, n, to, n);
 			else if (r) /* an empty sum */
 				ok = cmx_cuda_memset_async(to, 0, (size_t)r * row, stream);
 			blk += (size_t)r * (size_t)lda * es;
 		}
-	land_t L = {out, (uint64_t)out_rows * row, row, 0, 0};
-	if (!ok || !land(o, &O, &L, stream)) {
+	if (!ok || !land(o, &O, &L, stream) || !end(o, stream)) {
 		char msg[96];
 		c->ops_state = -1;
 		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
 		return fail(fn, c, msg);
 	}
+	return 0;
+}
+
+void *cmx_ops_symm_alloc(cmx_comm *comm, const char *no_comm, size_t bytes)
+{
+	static const char fn[] = "collmux_symm_alloc";
+	cmx_comm *c = comm_of(fn, comm, no_comm);
+	if (!c)
+		return NULL;
+	if (bytes < 4 || bytes > ((size_t)1 << 46)) /* the mapping's probe writes 4 bytes */
+		return fail(fn, c, "bytes must be 4 to 2^46"), NULL;
+	uint64_t *all = calloc((size_t)c->size, sizeof *all), mine = bytes;
+	int same = all && cmx_px.Allgather(&mine, 8, cmx_abi.byte, all, 8, cmx_abi.byte, c->handle) == 0;
+	for (int p = 0; same && p < c->size; p++)
+		same = all[p] == mine;
+	free(all);
+	if (!cmx_comm_agree(c, same))
+		return fail(fn, c, "the ranks passed different sizes"), NULL;
+	const char *why = ready(c, NULL, 0, 1);
+	if (why)
+		return fail(fn, c, why), NULL;
+	struct cmx_ops *o = c->ops;
+	struct symm *r = calloc(1, sizeof *r);
+	char *peer[CMX_MAX_RANKS] = {NULL};
+	/* the mapping's probe, which the peers read, is zeroed once all have */
+	if (!cmx_fused_map(c, r != NULL, bytes, 0, peer) || !cmx_comm_agree(c, cmx_cuda_memset(peer[c->rank], 0, bytes))) {
+		free(r);
+		return fail(fn, c, "the memory could not be allocated and mapped by every rank"), NULL;
+	}
+	memcpy(r->peer, peer, sizeof peer);
+	r->bytes = bytes;
+	r->next = o->symm;
+	o->symm = r;
+	return r->peer[c->rank];
+}
+
+int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p)
+{
+	static const char fn[] = "collmux_symm_free";
+	cmx_comm *c = comm_of(fn, comm, no_comm);
+	if (!c)
+		return -1;
+	struct symm **at = c->ops ? &c->ops->symm : NULL;
+	while (at && *at && (*at)->peer[c->rank] != p)
+		at = &(*at)->next;
+	if (!cmx_comm_agree(c, at && *at))
+		return fail(fn, c, "some rank passed memory that collmux_symm_alloc did not give on this communicator");
+	/* every rank's last operation is done (none writes here any more), then
+	 * the peers' mappings close, then each rank frees its own */
+	struct symm *r = *at;
+	if (!cmx_comm_agree(c, settled(c->ops)))
+		return fail(fn, c, "an operation on this communicator failed on some rank");
+	for (int q = 0; q < c->size; q++)
+		if (q != c->rank)
+			cmx_cuda_ipc_close(r->peer[q]);
+	if (!cmx_comm_agree(c, 1))
+		return fail(fn, c, "the ranks could not agree");
+	cmx_cuda_free(r->peer[c->rank]);
+	*at = r->next;
+	free(r);
 	return 0;
 }

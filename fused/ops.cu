@@ -413,16 +413,21 @@ template <typename T> __device__ __forceinline__ void emb_pool(const OpsCall &O,
 // block of every rank can wait: the grid is never larger than the GPU
 // holds at once), waits for every rank's, then copies the data half into
 // the output (bytes of it, rows of `row` bytes), all but the columns
-// [skip_lo, skip_hi) of each row, which this rank wrote there itself.
+// [skip_lo, skip_hi) of each row, which this rank wrote there itself. The
+// flags are those of `tile`; with no bytes it is a barrier of the ranks'
+// streams (the GEMM + all-to-all's into symmetric memory: before its
+// GEMMs write into the peers' outputs, every peer's stream has reached the
+// call, and after, every peer's GEMMs are done).
 struct Land {
 	void *out;
 	u64 bytes, row, skip_lo, skip_hi;
+	u32 tile;
 };
 __device__ __forceinline__ void ops_land(const OpsCall &O, const Land &L)
 {
 	if (blockIdx.x == 0)
-		ops_raise(O, 0);
-	if (!ops_wait(O, 0))
+		ops_raise(O, L.tile);
+	if (!ops_wait(O, L.tile))
 		return;
 	const char *in = O.ws[O.me] + O.data;
 	char *out = (char *)L.out;

@@ -8,6 +8,8 @@
 #ifndef COLLMUX_H
 #define COLLMUX_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -118,6 +120,19 @@ int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int 
  * receiver's copy of what it got into out. */
 int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int experts, const void *a, long long lda, const void *b,
 			  const long long *rows, const long long *dest, void *out, long long out_rows, long long capacity);
+
+/* Symmetric memory: `bytes` of device memory on every rank of comm (every
+ * rank passes the same bytes), each rank's mapped by its peers, zeroed.
+ * Where collmux_gemm_alltoall's out lies in it with room for capacity
+ * rows, at the same offset on every rank, the ranks' GEMMs write straight
+ * into the ranks' out, with no landing copy (every rank must then pass
+ * such an out; a rank that does not makes the call fail on its peers
+ * after COLLMUX_TIMEOUT, and leaves the symmetric memory undefined).
+ * Collective; NULL, with the reason on stderr, when it cannot. Freed by
+ * collmux_symm_free (collective: it waits for the communicator's last
+ * operation), or with the process: MPI_Comm_free leaves it allocated. */
+void *collmux_symm_alloc(int comm, size_t bytes);
+int collmux_symm_free(int comm, void *p);
 
 #ifdef __cplusplus
 }

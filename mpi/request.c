@@ -403,7 +403,7 @@ static int complete(int op, call *c)
 	cmx_req **work = n <= 8 ? small_i : calloc((size_t)n, sizeof *work); /* the entry doing slot i's work */
 	char *sub = n <= 8 ? small_sub : malloc((size_t)n * (size_t)w);
 	char *was_active = calloc((size_t)(n > 0 ? n : 1), 1);
-	int rc = cmx_abi.err_other, need_status = 0, device = 0;
+	int rc = cmx_abi.err_other, need_status = 0, device = 0, other = 0;
 	void *own_st = NULL;
 	if (!ent || !work || !sub || !was_active)
 		goto out;
@@ -422,6 +422,8 @@ static int complete(int op, call *c)
 		}
 		cmx_req_put(sub + (size_t)i * w, h);
 		was_active[i] = !is_null(h);
+		/* an active request of the MPI's own (or staged) in the array */
+		other |= !is_null(h) && !(work[i] && work[i]->kind == REQ_DEVICE);
 		if (work[i]) {
 			need_status |= work[i]->trim || work[i]->cancel;
 			device |= work[i]->kind == REQ_DEVICE && !work[i]->completed;
@@ -438,10 +440,11 @@ static int complete(int op, call *c)
 	if (twin != op && !c->flag)
 		c->flag = &zero; /* Wait*, Waitsome have no flag; the twin needs one */
 	for (;;) {
-		/* a call that blocks polls the device work until some completes,
-		 * a while at a time: each MPI test progresses the MPI, which
-		 * costs as much as a short job takes */
-		for (int spin = 0; device && spin < (twin != op ? DEVICE_SPINS : 1); spin++) {
+		/* a call that blocks on device work alone polls it until some
+		 * completes, a while at a time: each MPI test progresses the MPI,
+		 * which costs as much as a short job takes (with requests of the
+		 * MPI's own in the array, the MPI is tested at each poll) */
+		for (int spin = 0; device && spin < (twin != op && !other ? DEVICE_SPINS : 1); spin++) {
 			int fresh = 0, pending = 0;
 			for (int i = 0; i < n; i++)
 				if (work[i] && work[i]->kind == REQ_DEVICE && !work[i]->completed) {

@@ -585,6 +585,8 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int k, int n, int experts, const void *a,
 			  long long lda, const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
 			  long long capacity);
+void *cmx_ops_symm_alloc(cmx_comm *comm, const char *no_comm, size_t bytes);
+int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p);
 /* The region of the send (which=0) or receive (which=1) buffer this rank's
  * call reads or writes, in bytes from the buffer's address. Empty (lo > hi)
  * when the buffer is not significant. nin and nout: how many blocks the

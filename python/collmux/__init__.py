@@ -30,7 +30,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemv_allreduce", "library", "register_torch_ops",
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemv_allreduce", "symm_empty", "symm_free", "library", "register_torch_ops",
            "version"]
 
 # Element types, as in collmux.h.
@@ -68,6 +68,10 @@ def library():
     g.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                   ctypes.c_longlong, ctypes.c_void_p, ctypes.POINTER(ctypes.c_longlong), ctypes.POINTER(ctypes.c_longlong),
                   ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong]
+    lib.collmux_symm_alloc.restype = ctypes.c_void_p
+    lib.collmux_symm_alloc.argtypes = [ctypes.c_int, ctypes.c_size_t]
+    lib.collmux_symm_free.restype = ctypes.c_int
+    lib.collmux_symm_free.argtypes = [ctypes.c_int, ctypes.c_void_p]
     _lib = lib
     return lib
 
@@ -245,33 +249,80 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     from rank p and where in rank p's output they go back; out_rows: the
     rows this rank gets back; capacity: the same on every rank, at least
     every rank's out_rows. Returns (or fills) out, (out_rows, n), whose
-    rows no block lands in are undefined (collmux.h)."""
+    rows no block lands in are undefined (collmux.h). An out in symmetric
+    memory (symm_empty) on every rank, at the same offset with room for
+    capacity rows, is written straight by the ranks' GEMMs."""
     import torch
     handle = _handle(comm)
+    if not hasattr(comm, "size"):
+        raise TypeError("collmux: gemm_alltoall needs the mpi4py communicator (its size)")
     A = _Array(a, "a")
     ta, k, lda = A.rows("a")
-    if not isinstance(b, torch.Tensor) or b.dim() != 3 or not b.is_contiguous() or b.dtype != a.dtype or b.shape[1] != k:
-        raise ValueError("collmux: b must be a contiguous (experts, %d, n) tensor of a's type" % k)
+    if (not isinstance(b, torch.Tensor) or b.dim() != 3 or not b.is_contiguous() or b.dtype != a.dtype or b.shape[1] != k
+            or b.device != a.device):
+        raise ValueError("collmux: b must be a contiguous (experts, %d, n) tensor of a's type on a's device" % k)
     experts, n = b.shape[0], b.shape[2]
     flat_rows = [int(v) for r in rows for v in (r if isinstance(r, (list, tuple)) else [r])]
     flat_dest = [int(v) for r in dest for v in (r if isinstance(r, (list, tuple)) else [r])]
-    if len(flat_rows) != len(flat_dest) or (experts and len(flat_rows) % experts):
-        raise ValueError("collmux: rows and dest must both be experts x size")
+    if len(flat_rows) != experts * comm.size or len(flat_dest) != experts * comm.size:
+        raise ValueError("collmux: rows and dest must both be experts x size (%d x %d)" % (experts, comm.size))
     if sum(flat_rows) != ta:
         raise ValueError("collmux: a has %d rows and rows add up to %d" % (ta, sum(flat_rows)))
     if out is None:
         out = a.new_empty((out_rows, n))
-    if tuple(out.shape) != (out_rows, n) or not out.is_contiguous() or out.dtype != a.dtype:
-        raise ValueError("collmux: out must be a contiguous (%d, %d) tensor of a's type" % (out_rows, n))
+    if tuple(out.shape) != (out_rows, n) or not out.is_contiguous() or out.dtype != a.dtype or out.device != a.device:
+        raise ValueError("collmux: out must be a contiguous (%d, %d) tensor of a's type on a's device" % (out_rows, n))
     R = (ctypes.c_longlong * max(len(flat_rows), 1))(*flat_rows)
     D = (ctypes.c_longlong * max(len(flat_dest), 1))(*flat_dest)
     with torch.cuda.device(a.device):
         rc = library().collmux_gemm_alltoall(handle, A.stream, A.dtype, k, n, experts, A.ptr if ta else None, lda,
                                              b.data_ptr() if b.numel() else None, R, D,
-                                             out.data_ptr() if out.numel() else None, out_rows, capacity)
+                                             out.data_ptr(), out_rows, capacity)  # even empty: symmetric or not
     if rc != 0:
         raise Error("collmux_gemm_alltoall failed (its reason is on stderr)")
     return out
+
+
+class _SymmBytes:
+    """collmux_symm_alloc's memory, as a CUDA array of bytes for PyTorch to
+    view; it owns the allocation until symm_free."""
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes = ptr, nbytes
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None, "stream": None}
+
+
+def symm_empty(comm, shape, dtype, device=None):
+    """A PyTorch tensor of `shape` and `dtype` in symmetric memory: every
+    rank of comm calls it alike (collective), and each rank's tensor is
+    mapped by its peers, so that gemm_alltoall writes its output straight
+    into it (collmux.h). Release it with symm_free(comm, tensor)."""
+    import torch
+    handle = _handle(comm)
+    elem = torch.empty((), dtype=dtype).element_size()
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = max(count * elem, 4)
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    with torch.cuda.device(dev):
+        ptr = library().collmux_symm_alloc(handle, nbytes)
+    if not ptr:
+        raise Error("collmux_symm_alloc failed (its reason is on stderr)")
+    raw = torch.as_tensor(_SymmBytes(ptr, nbytes), device=dev)
+    return raw[:count * elem].view(dtype).view(shape)
+
+
+def symm_free(comm, tensor):
+    """Frees the symmetric memory under a symm_empty tensor (collective;
+    waits for the communicator's last operation). The tensor must not be
+    used after."""
+    import torch
+    with torch.cuda.device(tensor.device):
+        rc = library().collmux_symm_free(_handle(comm), tensor.untyped_storage().data_ptr())
+    if rc != 0:
+        raise Error("collmux_symm_free failed (its reason is on stderr)")
 
 
 _torch_ops = False

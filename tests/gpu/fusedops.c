@@ -28,6 +28,8 @@ static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, cons
 		      const long long *, void *);
 static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long, const void *, const long long *, const long long *, void *,
 		       long long, long long);
+static void *(*symm_alloc)(int, size_t);
+static int (*symm_free)(int, void *);
 
 static void fail(const char *fmt, int a, int b, int c, int d) /* fmt: up to four %d */
 {
@@ -200,7 +202,9 @@ static void emb(MPI_Comm comm, int c, int t, int mode, int dim, long long batch,
  * holder 1's, ...) and which rows of which holder it gets back. Inputs are
  * multiples of 1/8, so every product's sum is exact in fp32: the output
  * must be the host's sum rounded once, bit for bit. The call is made reps
- * times on alternating streams with no host synchronisation between. */
+ * times on alternating streams with no host synchronisation between. With
+ * symm, out lies in symmetric memory (256 bytes into it), where the ranks'
+ * GEMMs write it directly. */
 static int moe_experts(int c, int q) { return 1 + (q + c) % 3; }
 static long long moe_rows(int c, int q, int e, int p) { return (c + 3 * q + 5 * e + 7 * p) % 6; }
 static long long moe_dest(int c, int q, int e, int p) /* where block (q, e) lands in rank p's out */
@@ -219,7 +223,7 @@ static long long moe_arow(int c, int q, int e, int p, int n) /* block (e, p)'s f
 			at += moe_rows(c, q, ee, pp);
 	return at;
 }
-static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, int reps)
+static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, int reps, int symm)
 {
 	int me, n;
 	MPI_Comm_rank(comm, &me);
@@ -244,7 +248,17 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 	void *da, *db, *dout;
 	CUDA_OK(cudaMalloc(&da, (size_t)(arows * lda + 1) * es));
 	CUDA_OK(cudaMalloc(&db, ((size_t)ex * k * ncol + 1) * es));
-	CUDA_OK(cudaMalloc(&dout, ((size_t)out_rows * ncol + 1) * es));
+	void *base = NULL;
+	if (symm) {
+		base = symm_alloc(MPI_Comm_c2f(comm), 256 + (size_t)capacity * ncol * es);
+		if (!base) {
+			fail("gemm case %d: collmux_symm_alloc failed", c, 0, 0, 0);
+			return;
+		}
+		dout = (char *)base + 256;
+	} else {
+		CUDA_OK(cudaMalloc(&dout, ((size_t)out_rows * ncol + 1) * es));
+	}
 	CUDA_OK(cudaMemcpy(da, ha, (size_t)(arows * lda) * es, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(db, hb, (size_t)ex * k * ncol * es, cudaMemcpyHostToDevice));
 	for (int i = 0; i < reps; i++) {
@@ -268,7 +282,11 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 						fail("gemm case %d (type %d): row %d from rank %d is not the host's product", c, t, (int)orow, q);
 				}
 			}
-	cudaFree(da), cudaFree(db), cudaFree(dout);
+	if (symm && symm_free(MPI_Comm_c2f(comm), base) != 0)
+		fail("gemm case %d: collmux_symm_free failed", c, 0, 0, 0);
+	cudaFree(da), cudaFree(db);
+	if (!symm)
+		cudaFree(dout);
 	free(ha), free(hb), free(hout);
 }
 
@@ -350,6 +368,8 @@ int main(int argc, char **argv)
 	}
 	*(void **)&emb_a2a = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall");
 	*(void **)&gemm_a2a = dlsym(RTLD_DEFAULT, "collmux_gemm_alltoall");
+	*(void **)&symm_alloc = dlsym(RTLD_DEFAULT, "collmux_symm_alloc");
+	*(void **)&symm_free = dlsym(RTLD_DEFAULT, "collmux_symm_free");
 	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
 		void *d;
 		CUDA_OK(cudaMalloc(&d, 1 << 16));
@@ -402,12 +422,23 @@ int main(int argc, char **argv)
 	}
 	/* GEMM + all-to-all: every type, odd k and n, k = 0 (empty sums), blocks
 	 * of no rows, repeated calls on two streams, one rank alone */
-	if (gemm_a2a) {
-		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 16, 8, st, 1);
-		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 33, 7, st, 3);
-		moe(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 128, 130, st, 2);
-		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 0, 5, st, 1);
-		moe(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, 64, 24, st, 1);
+	if (gemm_a2a && symm_alloc && symm_free) {
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 16, 8, st, 1, 0);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 33, 7, st, 3, 0);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 128, 130, st, 2, 0);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 0, 5, st, 1, 0);
+		moe(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, 64, 24, st, 1, 0);
+		/* into symmetric memory: once, then repeated on two streams */
+		moe(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 96, 40, st, 1, 1);
+		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 33, 7, st, 4, 1);
+		/* symmetric memory the ranks size differently, and a free of memory it never gave */
+		if (symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096 + (size_t)size * rank) != NULL && size > 1)
+			fail("collmux_symm_alloc of different sizes did not fail", 0, 0, 0, 0);
+		void *mine;
+		CUDA_OK(cudaMalloc(&mine, 64));
+		if (symm_free(MPI_Comm_c2f(MPI_COMM_WORLD), mine) != -1)
+			fail("collmux_symm_free of cudaMalloc'd memory did not fail", 0, 0, 0, 0);
+		cudaFree(mine);
 	} else {
 		fail("collmux_gemm_alltoall not found", 0, 0, 0, 0);
 	}

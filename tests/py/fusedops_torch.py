@@ -119,11 +119,15 @@ for dtype, k, n in [(torch.bfloat16, 256, 96), (torch.float32, 40, 33)]:
     dest = [[sum(cnt[qq][ee][p] for qq in range(size) for ee in range(qq + 1) if (qq, ee) < (rank, e)) for p in range(size)]
             for e in range(rank + 1)]
     a = torch.cat([xs[rank][e][p] for e in range(rank + 1) for p in range(size)]).to(dev)
-    out = collmux.gemm_alltoall(comm, a, ws[rank].to(dev), cnt[rank], dest, back[rank], max(back))
     ref = torch.cat([xs[q][e][rank].float() @ ws[q][e].float() for q in range(size) for e in range(q + 1)]).to(dtype)
-    torch.cuda.synchronize()
-    err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
-    expect(f"gemm_alltoall {dtype}: {err:.2e} from torch", tuple(out.shape) == (back[rank], n) and err < 1e-2)
+    # into a tensor of its own, then into symmetric memory (max(back) rows on every rank)
+    symm = collmux.symm_empty(comm, (max(back), n), dtype, dev)
+    for where, o in (("", None), (" into symmetric memory", symm[:back[rank]])):
+        out = collmux.gemm_alltoall(comm, a, ws[rank].to(dev), cnt[rank], dest, back[rank], max(back), out=o)
+        torch.cuda.synchronize()
+        err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
+        expect(f"gemm_alltoall {dtype}{where}: {err:.2e} from torch", tuple(out.shape) == (back[rank], n) and err < 1e-2)
+    collmux.symm_free(comm, symm)
 
 nbad = comm.allreduce(len(bad))
 if rank == 0:
