@@ -2,7 +2,8 @@
 // it (topo), the routing table in force (routes), measures the machine to
 // write a tuning table (tune), checks a table against every backend
 // alone (check), and shows the versions (version, --version) and every
-// setting with its source (info).
+// setting with its source (info); it also draws benchmark results (plot,
+// trace) and records the GPUs' power over a command (power).
 package main
 
 import (
@@ -46,6 +47,6 @@ func root() *cobra.Command {
 		},
 	}
 	c.Flags().Bool("version", false, "show the versions, as collmux version does")
-	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd(), versionCmd(), infoCmd(), traceCmd(), plotCmd())
+	c.AddCommand(topoCmd(), routesCmd(), tuneCmd(), checkCmd(), versionCmd(), infoCmd(), traceCmd(), plotCmd(), powerCmd())
 	return c
 }
