@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -56,9 +57,15 @@ func openNVMLMeter() (gpuMeter, error) {
 
 func (m *nvmlMeter) Count() int { return len(m.devs) }
 
+// Read gives the instantaneous power where the driver has it (NVML's
+// power usage is averaged over about a second on recent GPUs, which turns
+// a run of short phases into a staircase), else that average.
 func (m *nvmlMeter) Read(i int) (uint32, uint64, error) {
-	mw, ret := m.devs[i].GetPowerUsage()
-	if ret != nvml.SUCCESS {
+	fv := []nvml.FieldValue{{FieldId: nvml.FI_DEV_POWER_INSTANT}}
+	mw, ret := uint32(0), m.devs[i].GetFieldValues(fv)
+	if ret == nvml.SUCCESS && fv[0].NvmlReturn == uint32(nvml.SUCCESS) && fv[0].ValueType == uint32(nvml.VALUE_TYPE_UNSIGNED_INT) {
+		mw = binary.LittleEndian.Uint32(fv[0].Value[:4])
+	} else if mw, ret = m.devs[i].GetPowerUsage(); ret != nvml.SUCCESS {
 		return 0, 0, fmt.Errorf("NVML power of GPU %d: %s", i, nvml.ErrorString(ret))
 	}
 	mj, ret := m.devs[i].GetTotalEnergyConsumption()
