@@ -61,6 +61,8 @@ struct cmx_ops {
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
 	int cublas;        /* every rank has cuBLAS */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
+	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
+	void *side;        /* collmux's own stream, for the flags of a refused call */
 };
 
 /* Symmetric memory: the same number of bytes on every rank of a
@@ -68,6 +70,7 @@ struct cmx_ops {
 struct symm {
 	char *peer[CMX_MAX_RANKS];
 	size_t bytes;
+	uint32_t serial; /* its number among the communicator's regions, in every call's digest */
 	struct symm *next;
 };
 static int ops_made; /* workspaces made by this process (never freed) */
@@ -253,6 +256,29 @@ static int end(struct cmx_ops *o, void *stream)
 	return cmx_cuda_record(&o->last, stream);
 }
 
+/* This rank refuses a call (why) its peers may be making: after set-up,
+ * where ready() took no collective step, nothing else tells them. So the
+ * call is numbered as theirs are and its flags raised with a shape no call
+ * has (cmx_ops_refuse, on collmux's own stream, ordered after the last
+ * call): a peer that made it reports another shape at once, and this
+ * rank's next call is not taken for this one. Where every rank refuses
+ * alike, nobody waits and the communicator goes on. -1, with the message. */
+static int refuse(const char *fn, cmx_comm *c, const char *why)
+{
+	static void *k;
+	struct cmx_ops *o = c->ops;
+	ops_call_t O;
+	void *f = cmx_fused_kernel("cmx_ops_refuse", &k), *args[] = {&O};
+	if (!o->side)
+		o->side = cmx_cuda_stream_new(1);
+	if (!f || !o->side || !begin(o, o->side, &O, c, 0) || !cmx_cuda_launch(f, 1, 32, o->side, args) || !end(o, o->side))
+		c->ops_state = -1; /* the peers time out instead; this rank's numbering may be off, so it stops */
+	return fail(fn, c, why);
+}
+
+/* ready() takes no collective step for a call of `bytes` on c */
+static int steady(const cmx_comm *c, uint64_t bytes) { return c->ops && c->ops_state == 1 && c->ops->cap >= bytes; }
+
 static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
 
 /* Land in ops.cu: the kernel that ends an operation whose kernels pushed
@@ -353,10 +379,11 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	if (!bad && cmx_cuda_capturing(stream))
 		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	/* room for the partials of every form (the nccl form uses none) */
-	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
-	const char *why = ready(c, y, OPS_FLAGS + 2 * (data + 256), !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4, bytes = OPS_FLAGS + 2 * (data + 256);
+	const int alone = steady(c, bytes);
+	const char *why = ready(c, y, bytes, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
 	if (bad || why)
-		return fail(fn, c, bad ? bad : why);
+		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	const int form = gemv_form_for(c, batch, y, &why), fused = form == GEMV_FUSED;
 	if (!form)
@@ -464,9 +491,10 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	const size_t es = (size_t)esize[dtype];
 	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
 	const int args = !bad && (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
+	const int alone = steady(c, OPS_FLAGS + 2 * (data + 256));
 	const char *why = ready(c, out ? out : weights, OPS_FLAGS + 2 * (data + 256), args);
 	if (bad || why)
-		return fail(fn, c, bad ? bad : why);
+		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
@@ -559,9 +587,10 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 		return bad ? fail(fn, c, bad) : 0;
 	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
 	const int args = !bad && (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
+	const int alone = steady(c, OPS_FLAGS + 2 * (data + 256));
 	const char *why = ready(c, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), args);
 	if (bad || why)
-		return fail(fn, c, bad ? bad : why);
+		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
@@ -571,9 +600,9 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	 * one at the same offset (the digest tells a rank that did not) */
 	uint64_t off = 0;
 	const struct symm *sy = symm_of(o, c->rank, out, data, &off);
-	const int64_t sh[] = {dtype, k, n, capacity, sy ? (int64_t)off + 1 : 0};
+	const int64_t sh[] = {dtype, k, n, capacity, sy ? (int64_t)off + 1 : 0, sy ? (int64_t)sy->serial : -1};
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 5)))
+	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 6)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's flags until they time out, and turns the operations off
@@ -593,6 +622,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 		}
 	if (!ok || !land(o, &O, &L, stream) || !end(o, stream)) {
 		char msg[96];
+		end(o, stream); /* what was queued, GEMMs into the peers' memory too, is what symm_free waits for */
 		c->ops_state = -1;
 		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
 		return fail(fn, c, msg);
@@ -600,62 +630,70 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	return 0;
 }
 
-void *cmx_ops_symm_alloc(cmx_comm *comm, const char *no_comm, size_t bytes)
+void *cmx_ops_symm_alloc(cmx_comm *c, const char *no_comm, size_t bytes)
 {
 	static const char fn[] = "collmux_symm_alloc";
-	cmx_comm *c = comm_of(fn, comm, no_comm);
-	if (!c)
-		return NULL;
-	if (bytes < 4 || bytes > ((size_t)1 << 46)) /* the mapping's probe writes 4 bytes */
+	if (!c || c->inter)
+		return fail(fn, c, c ? "intercommunicators are not supported" : no_comm), NULL;
+	if (bytes < 4 || bytes > ((size_t)1 << 46)) /* every rank's the same, or the agreement below says so */
 		return fail(fn, c, "bytes must be 4 to 2^46"), NULL;
+	/* what only this rank knows (CUDA and a current context, the memory's
+	 * device; its operations' state, which a failed kernel sets on the
+	 * ranks that saw it) goes into the first
+	 * agreement, so that no rank takes a collective step alone */
+	const int here = (cmx_cuda_up || cmx_cuda_probe()) && cmx_cuda_ctx_for(NULL) && c->ops_state >= 0 && !(c->ops && *c->ops->err);
 	uint64_t *all = calloc((size_t)c->size, sizeof *all), mine = bytes;
 	int same = all && cmx_px.Allgather(&mine, 8, cmx_abi.byte, all, 8, cmx_abi.byte, c->handle) == 0;
 	for (int p = 0; same && p < c->size; p++)
 		same = all[p] == mine;
 	free(all);
-	if (!cmx_comm_agree(c, same))
-		return fail(fn, c, "the ranks passed different sizes"), NULL;
+	if (!cmx_comm_agree(c, same && here))
+		return fail(fn, c, "the ranks passed different sizes, or some rank has no current CUDA context or has the fused operations "
+				   "off for this communicator"), NULL;
 	const char *why = ready(c, NULL, 0, 1);
 	if (why)
 		return fail(fn, c, why), NULL;
 	struct cmx_ops *o = c->ops;
 	struct symm *r = calloc(1, sizeof *r);
 	char *peer[CMX_MAX_RANKS] = {NULL};
-	/* the mapping's probe, which the peers read, is zeroed once all have */
+	/* the mapping's probe, which the peers read, is zeroed once all have;
+	 * memory a peer may have mapped is not freed when that fails */
 	if (!cmx_fused_map(c, r != NULL, bytes, 0, peer) || !cmx_comm_agree(c, cmx_cuda_memset(peer[c->rank], 0, bytes))) {
 		free(r);
 		return fail(fn, c, "the memory could not be allocated and mapped by every rank"), NULL;
 	}
 	memcpy(r->peer, peer, sizeof peer);
 	r->bytes = bytes;
+	r->serial = o->symm_made++;
 	r->next = o->symm;
 	o->symm = r;
 	return r->peer[c->rank];
 }
 
-int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p)
+int cmx_ops_symm_free(cmx_comm *c, const char *no_comm, void *p)
 {
 	static const char fn[] = "collmux_symm_free";
-	cmx_comm *c = comm_of(fn, comm, no_comm);
 	if (!c)
-		return -1;
+		return fail(fn, NULL, no_comm);
+	/* not refused after a failed operation (teardown follows one): every
+	 * rank's kernels have given up or finished by then */
 	struct symm **at = c->ops ? &c->ops->symm : NULL;
 	while (at && *at && (*at)->peer[c->rank] != p)
 		at = &(*at)->next;
 	if (!cmx_comm_agree(c, at && *at))
-		return fail(fn, c, "some rank passed memory that collmux_symm_alloc did not give on this communicator");
+		return fail(fn, c, "some rank passed memory that collmux_symm_alloc did not give on this communicator (or its operations were "
+				   "released after a failure: the memory stays allocated)");
 	/* every rank's last operation is done (none writes here any more), then
 	 * the peers' mappings close, then each rank frees its own */
 	struct symm *r = *at;
-	if (!cmx_comm_agree(c, settled(c->ops)))
-		return fail(fn, c, "an operation on this communicator failed on some rank");
+	*at = r->next;
+	settled(c->ops);
+	cmx_comm_agree(c, 1);
 	for (int q = 0; q < c->size; q++)
 		if (q != c->rank)
 			cmx_cuda_ipc_close(r->peer[q]);
-	if (!cmx_comm_agree(c, 1))
-		return fail(fn, c, "the ranks could not agree");
+	cmx_comm_agree(c, 1);
 	cmx_cuda_free(r->peer[c->rank]);
-	*at = r->next;
 	free(r);
 	return 0;
 }

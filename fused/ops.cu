@@ -445,6 +445,19 @@ __device__ __forceinline__ void ops_land(const OpsCall &O, const Land &L)
 			}
 }
 
+// A rank that refuses a call its peers make (an argument of its own,
+// found once the operations are set up, when no step of the call is
+// collective): its flags of the call's first two tiles carry a shape no
+// call has, so that the peers' waits report another shape at once, and
+// its next call keeps the peers' numbering instead of being taken for this
+// one. It waits for nothing.
+extern "C" __global__ void cmx_ops_refuse(const __grid_constant__ OpsCall O)
+{
+	if ((int)threadIdx.x < O.n)
+		for (u32 t = 0; t < 2; t++)
+			st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)0xffffffffu << 32 | O.seq);
+}
+
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<f16>(O, E); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<bf16>(O, E); }

@@ -56,11 +56,14 @@ int MPIX_Query_cuda_support(void);
  * even across streams. A call cannot be captured into a CUDA graph (it
  * returns -1): each call is numbered as it is made, and a replay would
  * reuse the numbers. They return 0 once queued, or -1 with the reason
- * on stderr, naming the call: nothing is queued then, on any rank where
+ * on stderr, naming the call: nothing is computed then on any rank where
  * the reason is one every rank shares (an argument, the set-up). A rank
- * that never arrives, or passes another shape, makes the peers' kernels
- * give up after COLLMUX_TIMEOUT seconds with a message; their results are
- * then not valid, and the communicator's next call returns -1. */
+ * that refuses a call for a reason of its own (an argument that may
+ * differ between ranks, a host buffer) marks the call so that the peers'
+ * kernels stop at once with a message; a rank that never arrives, or
+ * passes another shape, makes them give up after COLLMUX_TIMEOUT seconds.
+ * Their results are then not valid, and the communicator's next call
+ * returns -1. */
 
 /* Element types of the operations' buffers. */
 enum { COLLMUX_FLOAT32 = 0, COLLMUX_FLOAT16 = 1, COLLMUX_BFLOAT16 = 2 };
@@ -122,15 +125,19 @@ int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int e
 			  const long long *rows, const long long *dest, void *out, long long out_rows, long long capacity);
 
 /* Symmetric memory: `bytes` of device memory on every rank of comm (every
- * rank passes the same bytes), each rank's mapped by its peers, zeroed.
- * Where collmux_gemm_alltoall's out lies in it with room for capacity
- * rows, at the same offset on every rank, the ranks' GEMMs write straight
- * into the ranks' out, with no landing copy (every rank must then pass
- * such an out; a rank that does not makes the call fail on its peers
- * after COLLMUX_TIMEOUT, and leaves the symmetric memory undefined).
- * Collective; NULL, with the reason on stderr, when it cannot. Freed by
- * collmux_symm_free (collective: it waits for the communicator's last
- * operation), or with the process: MPI_Comm_free leaves it allocated. */
+ * rank passes the same bytes), on the device of the current CUDA context,
+ * each rank's mapped by its peers, zeroed. Where collmux_gemm_alltoall's
+ * out lies in it with room for capacity rows, at the same offset of the
+ * same allocation on every rank, the ranks' GEMMs write straight into the
+ * ranks' out, with no landing copy: blocks then land anywhere in those
+ * capacity rows, not only in the first out_rows. Every rank must pass
+ * such an out, or none: a mismatch fails the call on the peers. After a
+ * call that failed (a rank that never came within COLLMUX_TIMEOUT), the
+ * symmetric memory's contents are undefined, since the GEMMs of the ranks
+ * that came may have written into the peers' out. Collective; NULL, with
+ * the reason on stderr, when it cannot. Freed by collmux_symm_free
+ * (collective: it waits for the communicator's last operation), or with
+ * the process: MPI_Comm_free leaves it allocated. */
 void *collmux_symm_alloc(int comm, size_t bytes);
 int collmux_symm_free(int comm, void *p);
 

@@ -250,8 +250,9 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     rows this rank gets back; capacity: the same on every rank, at least
     every rank's out_rows. Returns (or fills) out, (out_rows, n), whose
     rows no block lands in are undefined (collmux.h). An out in symmetric
-    memory (symm_empty) on every rank, at the same offset with room for
-    capacity rows, is written straight by the ranks' GEMMs."""
+    memory (symm_empty) on every rank, at the same offset of the same
+    allocation with room for capacity rows, is written straight by the
+    ranks' GEMMs, which may then write anywhere in those capacity rows."""
     import torch
     handle = _handle(comm)
     if not hasattr(comm, "size"):

@@ -379,6 +379,11 @@ int main(int argc, char **argv)
 		const long long one = 1, zero = 0;
 		if (gemm_a2a && gemm_a2a(MPI_Comm_c2f(MPI_COMM_SELF), 0, COLLMUX_FLOAT32, 16, 16, 1, d, 16, d, &one, &zero, d, 1, 1) != -1)
 			fail("collmux_gemm_alltoall did not return -1 without kernels", 0, 0, 0, 0);
+		/* every rank refuses alike, with no rank left in a collective step */
+		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096) != NULL)
+			fail("collmux_symm_alloc did not return NULL without kernels", 0, 0, 0, 0);
+		if (symm_free && symm_free(MPI_Comm_c2f(MPI_COMM_WORLD), d) != -1)
+			fail("collmux_symm_free of memory it never gave did not return -1", 0, 0, 0, 0);
 		int sum = 1;
 		MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 		if (sum != size)
