@@ -635,21 +635,20 @@ void *cmx_ops_symm_alloc(cmx_comm *c, const char *no_comm, size_t bytes)
 	static const char fn[] = "collmux_symm_alloc";
 	if (!c || c->inter)
 		return fail(fn, c, c ? "intercommunicators are not supported" : no_comm), NULL;
-	if (bytes < 4 || bytes > ((size_t)1 << 46)) /* every rank's the same, or the agreement below says so */
-		return fail(fn, c, "bytes must be 4 to 2^46"), NULL;
-	/* what only this rank knows (CUDA and a current context, the memory's
-	 * device; its operations' state, which a failed kernel sets on the
-	 * ranks that saw it) goes into the first
-	 * agreement, so that no rank takes a collective step alone */
-	const int here = (cmx_cuda_up || cmx_cuda_probe()) && cmx_cuda_ctx_for(NULL) && c->ops_state >= 0 && !(c->ops && *c->ops->err);
+	/* what only this rank knows (its size, which should be every rank's;
+	 * CUDA and a current context, the memory's device; its operations'
+	 * state, which a failed kernel sets on the ranks that saw it) goes into
+	 * the first agreement, so that no rank takes a collective step alone */
+	const int here = bytes >= 4 && bytes <= ((size_t)1 << 46) && (cmx_cuda_up || cmx_cuda_probe()) && cmx_cuda_ctx_for(NULL) &&
+			 c->ops_state >= 0 && !(c->ops && *c->ops->err);
 	uint64_t *all = calloc((size_t)c->size, sizeof *all), mine = bytes;
 	int same = all && cmx_px.Allgather(&mine, 8, cmx_abi.byte, all, 8, cmx_abi.byte, c->handle) == 0;
 	for (int p = 0; same && p < c->size; p++)
 		same = all[p] == mine;
 	free(all);
 	if (!cmx_comm_agree(c, same && here))
-		return fail(fn, c, "the ranks passed different sizes, or some rank has no current CUDA context or has the fused operations "
-				   "off for this communicator"), NULL;
+		return fail(fn, c, "the ranks passed different sizes (or one not from 4 to 2^46), or some rank has no current CUDA context or has "
+				   "the fused operations off for this communicator"), NULL;
 	const char *why = ready(c, NULL, 0, 1);
 	if (why)
 		return fail(fn, c, why), NULL;
