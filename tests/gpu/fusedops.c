@@ -382,6 +382,9 @@ int main(int argc, char **argv)
 		/* every rank refuses alike, with no rank left in a collective step */
 		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096) != NULL)
 			fail("collmux_symm_alloc did not return NULL without kernels", 0, 0, 0, 0);
+		/* one rank's size out of range: refused in the agreement, not before it */
+		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), rank ? 4096 : 2) != NULL)
+			fail("collmux_symm_alloc of a size out of range on rank 0 did not return NULL", 0, 0, 0, 0);
 		if (symm_free && symm_free(MPI_Comm_c2f(MPI_COMM_WORLD), d) != -1)
 			fail("collmux_symm_free of memory it never gave did not return -1", 0, 0, 0, 0);
 		int sum = 1;
