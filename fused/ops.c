@@ -276,8 +276,26 @@ static int refuse(const char *fn, cmx_comm *c, const char *why)
 	return fail(fn, c, why);
 }
 
-/* ready() takes no collective step for a call of `bytes` on c */
-static int steady(const cmx_comm *c, uint64_t bytes) { return c->ops && c->ops_state == 1 && c->ops->cap >= bytes; }
+static const char captured[] = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
+
+/* Whether this rank makes a call of `bytes` on c: ready() sets the
+ * operations up for it, then the call is refused where this rank must
+ * (bad: a reason of its own found before, an argument that may differ
+ * between ranks; a stream under capture, whose kernels would replay this
+ * call's numbers and flags, which the peers' replays would find already
+ * raised; args: buffers unfit, as ready() takes them). Where ready() took
+ * a collective step, its agreement refused the call on every rank;
+ * otherwise the peers learn it from refuse(). 0, or -1 with the message. */
+static int admit(const char *fn, cmx_comm *c, void *stream, const void *buf, uint64_t bytes, const char *bad, int args)
+{
+	if (!bad && cmx_cuda_capturing(stream))
+		bad = captured;
+	const int steady = c->ops && c->ops_state == 1 && c->ops->cap >= bytes; /* ready() takes no collective step */
+	const char *why = ready(c, buf, bytes, args && !bad);
+	if (!bad && !why)
+		return 0;
+	return steady ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
+}
 
 static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
 
@@ -374,17 +392,12 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		bad = "needs 0 <= k <= 2^31 - 4097, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31";
 	if (m == 0) /* every rank passes the same m */
 		return bad ? fail(fn, c, bad) : 0;
-	/* Its kernels would replay this call's numbers and flags, which the
-	 * peers' replays would find already raised */
-	if (!bad && cmx_cuda_capturing(stream))
-		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	/* room for the partials of every form (the nccl form uses none) */
-	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4, bytes = OPS_FLAGS + 2 * (data + 256);
-	const int alone = steady(c, bytes);
-	const char *why = ready(c, y, bytes, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y));
-	if (bad || why)
-		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
+	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y)))
+		return -1;
 	struct cmx_ops *o = c->ops;
+	const char *why = NULL;
 	const int form = gemv_form_for(c, batch, y, &why), fused = form == GEMV_FUSED;
 	if (!form)
 		return fail(fn, c, why);
@@ -484,17 +497,13 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	for (int t = 0; !bad && t < tables; t++)
 		if (rows[t] < 0 || rows[t + 1] < rows[t])
 			bad = "rows must be tables + 1 row offsets into the weights, non-decreasing from 0 or more";
-	if (!bad && cmx_cuda_capturing(stream))
-		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	const int n = c->size, me = c->rank;
 	const long long mine = batch * (me + 1) / n - batch * me / n, most = (batch + n - 1) / n;
 	const size_t es = (size_t)esize[dtype];
 	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
 	const int args = !bad && (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
-	const int alone = steady(c, OPS_FLAGS + 2 * (data + 256));
-	const char *why = ready(c, out ? out : weights, OPS_FLAGS + 2 * (data + 256), args);
-	if (bad || why)
-		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
+	if (admit(fn, c, stream, out ? out : weights, OPS_FLAGS + 2 * (data + 256), bad, args))
+		return -1;
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
@@ -581,16 +590,12 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 			bad = "each block's rows must be 0 to 2^31 - 1, and land between row 0 and capacity of its rank's out";
 		total += rows[i];
 	}
-	if (!bad && cmx_cuda_capturing(stream))
-		bad = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
 	if (capacity == 0) /* every rank passes the same capacity: nothing moves anywhere */
-		return bad ? fail(fn, c, bad) : 0;
+		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
 	const int args = !bad && (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
-	const int alone = steady(c, OPS_FLAGS + 2 * (data + 256));
-	const char *why = ready(c, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), args);
-	if (bad || why)
-		return alone ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
+	if (admit(fn, c, stream, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args))
+		return -1;
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
