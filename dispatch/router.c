@@ -503,6 +503,18 @@ static int solo(cmx_args *a, int *used)
 	return run(NULL, a, cmx_coll_class[a->coll] == CMX_CLASS_LOCAL ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 
+/* Statistics and the timeline of a call (COLLMUX_STATS, COLLMUX_TRACE)
+ * that took `used`, started at t0 and moved `moved` bytes. */
+static void account(const cmx_args *a, int64_t moved, int used, int rule, uint64_t t0, int rc)
+{
+	const uint64_t t1 = cmx_now_ns();
+	/* a persistent call is counted at each start, in its nonblocking form */
+	if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
+		record(a, moved, used, rule, t1 - t0);
+	if (cmx_cfg.trace) /* every call, its set-up and failures too (the event says which) */
+		cmx_trace_add(a, used, moved, t0, t1, rc);
+}
+
 int cmx_dispatch(cmx_args *a)
 {
 	if (cmx_cfg.disable || depth || !cmx_mpi_setup()) /* an MPI-4 persistent call the MPI lacks is still collmux's */
@@ -526,21 +538,13 @@ int cmx_dispatch(cmx_args *a)
 		else
 			a->prep->backend = CMX_BACKEND_MPI;
 	}
-	if (CMX_UNLIKELY(timed)) {
-		uint64_t t1 = cmx_now_ns();
-		int64_t moved = call_bytes(a, c, 1);
-		/* a persistent call is counted at each start, in its nonblocking form */
-		if (cmx_cfg.stats && rc == 0 && a->form != CMX_FORM_PERSISTENT)
-			record(a, moved, used, rule, t1 - t0);
-		if (cmx_cfg.trace) /* every call, its set-up and failures too (the event says which) */
-			cmx_trace_add(a, used, moved, t0, t1, rc);
-	}
+	if (CMX_UNLIKELY(timed))
+		account(a, call_bytes(a, c, 1), used, rule, t0, rc);
 	if (cmx_cfg.log >= CMX_LOG_DECISIONS)
 		explain(a, bytes, used, rule, backend);
 	depth--;
 	return rc;
 }
-
 
 /* Each start of a persistent call collmux runs (mpi/request.c) is its
  * nonblocking form. The first is routed as any call; if the backend that
@@ -566,16 +570,10 @@ static int start(cmx_args *a)
 			depth++;
 			const int took = cmx_fused_restart(c, a, p, &rc);
 			depth--;
-			if (took) {
-				if (CMX_UNLIKELY(timed)) {
-					const uint64_t t1 = cmx_now_ns();
-					if (cmx_cfg.stats && rc == 0)
-						record(a, p->bytes, CMX_BACKEND_FUSED, p->rule, t1 - t0);
-					if (cmx_cfg.trace)
-						cmx_trace_add(a, CMX_BACKEND_FUSED, p->bytes, t0, t1, rc);
-				}
+			if (took && CMX_UNLIKELY(timed))
+				account(a, p->bytes, CMX_BACKEND_FUSED, p->rule, t0, rc);
+			if (took)
 				return rc;
-			}
 		}
 	}
 	if (p)
