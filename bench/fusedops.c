@@ -99,10 +99,7 @@ static void call(char c, const void *v)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	const int max_m = argc > 1 ? atoi(argv[1]) : 28672;
 	const char *cs = argc > 2 ? argv[2] : "adb1gn", *dname = argc > 3 ? argv[3] : "d:collmux";
 	load();

@@ -101,10 +101,7 @@ static policy parse_policy(char *arg, size_t maxb)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	size_t maxb = argc > 1 ? strtoull(argv[1], NULL, 10) : (1ull << 30);
 	policy pol[16] = {{"collmux", NULL, maxb}}; /* tb below has a row for each, and one for NCCL */
 	int npol = argc > 2 ? argc - 2 : 1;

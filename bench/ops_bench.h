@@ -36,10 +36,7 @@ static void ops_nccl_setup(ncclComm_t *nccl, cudaStream_t *st)
  * not preloaded. */
 static void *ops_start(int *argc, char ***argv, int *rank, int *size, const char *name, ncclComm_t *nccl, cudaStream_t *st)
 {
-	gpu_select();
-	MPI_Init(argc, argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, rank);
-	MPI_Comm_size(MPI_COMM_WORLD, size);
+	gpu_mpi_start(argc, argv, rank, size);
 	void *fn = dlsym(RTLD_DEFAULT, name);
 	if (!fn) {
 		fprintf(stderr, "%s not found: preload libcollmux.so\n", name);

@@ -136,10 +136,7 @@ static int listed(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	const char *path = argc > 1 ? argv[1] : "collmux";
 	const size_t maxb = argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)256 << 20;
 	load();

@@ -42,11 +42,8 @@ static double window(char *s, char *r, size_t bytes, int reps)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
 	int size;
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	size_t maxb = argc > 1 ? strtoull(argv[1], NULL, 10) : (64u << 20);
 	if (size != 2 || maxb == 0 || maxb > INT32_MAX) {
 		if (rank == 0)

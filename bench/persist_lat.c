@@ -18,11 +18,8 @@
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
 	int rank, size;
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	/* MPI-4's persistent collectives: the MPI's or collmux's (Open MPI 4.1 has none) */
 	int (*ainit)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request *) =
 		(int (*)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request *))dlsym(RTLD_DEFAULT,

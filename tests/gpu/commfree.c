@@ -74,11 +74,8 @@ static void use(MPI_Comm comm, int round, size_t n)
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
 	int rank, size;
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	CUDA_OK(cudaMalloc((void **)&d_in, MAXN * 4));
 	CUDA_OK(cudaMalloc((void **)&d_out, MAXN * 4));
 	h = malloc(MAXN * 4);

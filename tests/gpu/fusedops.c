@@ -358,10 +358,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 
 int main(int argc, char **argv)
 {
-	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gpu_mpi_start(&argc, &argv, &rank, &size);
 	if (!(*(void **)&gemv_ar = dlsym(RTLD_DEFAULT, "collmux_gemv_allreduce"))) {
 		fprintf(stderr, "fusedops: collmux_gemv_allreduce not found: preload libcollmux.so\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);

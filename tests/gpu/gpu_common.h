@@ -3,6 +3,7 @@
 #define GPU_COMMON_H
 #include <cuda_runtime.h>
 #include <execinfo.h>
+#include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,16 @@ static inline int gpu_select(void)
 	if (getenv("GPU_TEST_BACKTRACE"))
 		signal(SIGSEGV, gpu_on_crash);
 	return dev;
+}
+
+/* A GPU program's start: this rank's GPU picked, then MPI up, with the
+ * rank and size of MPI_COMM_WORLD. */
+static inline void gpu_mpi_start(int *argc, char ***argv, int *rank, int *size)
+{
+	gpu_select();
+	MPI_Init(argc, argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
 #define CUDA_OK(x)                                                                            \
