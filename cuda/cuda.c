@@ -314,6 +314,14 @@ int cmx_cuda_device(int *arch, char *busid, int len)
 	return cu.DeviceGetPCIBusId(busid, len, dev) == 0;
 }
 
+/* whether the current device's contexts are shared through MPS; 0 where
+ * the driver cannot say (CU_DEVICE_ATTRIBUTE_MPS_ENABLED is CUDA 12.x's) */
+int cmx_cuda_mps(void)
+{
+	int dev, on = 0;
+	return cu.CtxGetDevice && cu.DeviceGetAttribute && cu.CtxGetDevice(&dev) == 0 && cu.DeviceGetAttribute(&on, 133, dev) == 0 && on == 1;
+}
+
 int cmx_cuda_driver_version(void)
 {
 	int v = 0;

@@ -65,11 +65,27 @@ int cmx_fused_map(struct cmx_comm *c, int ok, size_t bytes, size_t probe, char *
  * once and kept there. */
 void *cmx_fused_kernel(const char *name, void **cached);
 
+/* Where a rank runs, as a set-up compares it across the ranks (a row of
+ * its allgather): node name, GPU bus id, and whether the GPU's contexts
+ * are shared through MPS. */
+typedef struct {
+	char host[64], bus[32];
+	int mps;
+} cmx_place;
+
+/* This rank's place, and its GPU's compute capability; 0 without a
+ * current CUDA device. */
+int cmx_fused_here(struct cmx_comm *c, cmx_place *at, int *arch);
+
 /* Why ranks cannot share one node's IPC workspaces, NULL when they can:
- * n ranks' node names and GPU bus ids, each rank's `stride` bytes after
- * the previous one's (rows of a set-up's allgather), must name one node
- * and n GPUs. */
-const char *cmx_fused_placement(const char *host0, const char *bus0, size_t stride, int n);
+ * n ranks' places, each `stride` bytes after the previous one's, must be
+ * one node, and ranks on one GPU must all run under MPS (without it their
+ * contexts take turns on the GPU, and kernels that wait for each other
+ * would wait for a time slice each step). plan.c: no GPU needed. */
+const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n);
+
+/* The most of the n ranks that share one GPU (places as above). */
+int cmx_fused_sharing(const cmx_place *p0, size_t stride, int n);
 
 void cmx_ops_release(struct cmx_comm *c); /* ops.c: c is being freed */
 

@@ -257,16 +257,11 @@ int cmx_fused_map(cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer)
 	return mapped;
 }
 
-const char *cmx_fused_placement(const char *host0, const char *bus0, size_t stride, int n)
+int cmx_fused_here(cmx_comm *c, cmx_place *at, int *arch)
 {
-	for (int p = 0; p < n; p++) {
-		if (strcmp(host0 + p * stride, host0) != 0)
-			return "the ranks span several nodes";
-		for (int q = 0; q < p; q++)
-			if (strcmp(bus0 + p * stride, bus0 + q * stride) == 0)
-				return "two ranks share a GPU (or CUDA_VISIBLE_DEVICES hides the peers)";
-	}
-	return NULL;
+	cmx_node_name(c->rank, c->size, at->host, sizeof at->host);
+	at->mps = cmx_cuda_mps();
+	return cmx_cuda_device(arch, at->bus, sizeof at->bus);
 }
 
 /* A new workspace for c, mapped by every rank and proven by a real
@@ -295,7 +290,7 @@ static void create(cmx_comm *c, uint64_t id)
 static void setup(cmx_comm *c, const void *buf)
 {
 	struct {
-		char host[64], bus[32];
+		cmx_place at;
 		int ok, arch, algo, room;
 		uint64_t new_id; /* rank 0's names a new workspace */
 		cmx_ws_offer offers[MAX_WORKSPACES];
@@ -303,8 +298,7 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_ws_offer *table = calloc((size_t)c->size * MAX_WORKSPACES, sizeof *table);
 	memset(&me, 0, sizeof me);
 	me.ok = all && table && c->size <= CMX_MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
-		cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
-	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+		cmx_fused_here(c, &me.at, &me.arch);
 	me.algo = cmx_cfg.fused_algo;
 	me.new_id = cmx_nonce();
 	if (me.ok)
@@ -319,7 +313,7 @@ static void setup(cmx_comm *c, const void *buf)
 		else if (all[p].algo != all[0].algo)
 			why = "the ranks' COLLMUX_FUSED_ALGO differ";
 	if (!why)
-		why = cmx_fused_placement(all[0].host, all[0].bus, sizeof *all, c->size);
+		why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
 	uint64_t id = 0, new_id = why ? 0 : all[0].new_id;
 	int old[CMX_MAX_RANKS];
 	uint32_t seq = 0;

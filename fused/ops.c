@@ -59,6 +59,7 @@ struct cmx_ops {
 	void *last;        /* event: the last call's kernel done */
 	void *last_stream; /* the stream it ran on */
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
+	int share;         /* the most ranks on one GPU (MPS): see waiting_grid */
 	int cublas;        /* every rank has cuBLAS */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
@@ -109,7 +110,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		return args ? NULL : not_device;
 	if (!o) { /* the first operation: can every rank take part? */
 		struct {
-			char host[64], bus[32];
+			cmx_place at;
 			int args, ok, arch, room, algo, sms, cublas;
 		} me, *all = calloc((size_t)c->size, sizeof me);
 		memset(&me, 0, sizeof me);
@@ -119,12 +120,11 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		me.algo = cmx_cfg.ops_algo;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
-			cmx_fused_kernel("cmx_ring", NULL) && cmx_cuda_device(&me.arch, me.bus, sizeof me.bus);
+			cmx_fused_kernel("cmx_ring", NULL) && cmx_fused_here(c, &me.at, &me.arch);
 		if (me.ok) {
 			me.sms = cmx_cuda_sm_count();
 			me.cublas = cmx_cublas_ready();
 		}
-		cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
 		const char *why = NULL;
 		if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
 			why = "its set-up could not gather the ranks' facts";
@@ -146,7 +146,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				why = "the ranks' COLLMUX_OPS_ALGO differ";
 		}
 		if (!why)
-			why = cmx_fused_placement(all[0].host, all[0].bus, sizeof *all, c->size);
+			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
+		const int share = why ? 1 : cmx_fused_sharing(&all[0].at, sizeof *all, c->size);
 		free(all);
 		if (!why && !(o = calloc(1, sizeof *o)))
 			why = "out of memory";
@@ -165,7 +166,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = sms, o->cublas = cublas;
+		o->sms = sms, o->cublas = cublas, o->share = share;
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
@@ -310,14 +311,29 @@ static void *land_k;
 
 static void *land_kernel(void) { return cmx_fused_kernel("cmx_ops_land", &land_k); }
 
+/* The grid of a kernel whose blocks wait for the peers' kernels: small
+ * enough to be resident at once (two blocks a multiprocessor). Where ranks
+ * share a GPU (MPS), the other ranks' waiting blocks sit on its
+ * multiprocessors while this rank's kernels that they wait for need room
+ * there: a fused GEMV block takes a whole multiprocessor's registers, so
+ * with a GPU's waiting blocks on every multiprocessor it would never be
+ * scheduled, and every rank would wait until COLLMUX_TIMEOUT. So each
+ * rank's waiting grid is cut to sms / (2 x sharing ranks): the others'
+ * leave at least half the multiprocessors free. */
+static unsigned waiting_grid(const struct cmx_ops *o, uint64_t blocks)
+{
+	uint64_t most = o->share > 1 ? (uint64_t)o->sms / (2u * (uint64_t)o->share) : 2u * (uint64_t)o->sms;
+	most = most < 1 ? 1 : most;
+	return (unsigned)(blocks < 1 ? 1 : blocks < most ? blocks : most);
+}
+
 /* Queues a landing (the peers told, theirs awaited, the data half copied
  * into L's output; with no bytes, a barrier of the ranks' streams). */
 static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
 {
 	const uint64_t blocks = (L->bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
-	const unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < 2u * (unsigned)o->sms ? blocks : 2u * (unsigned)o->sms);
 	void *args[] = {O, L};
-	return cmx_cuda_launch(land_k, grid, CMX_OPS_THREADS, stream, args);
+	return cmx_cuda_launch(land_k, waiting_grid(o, blocks), CMX_OPS_THREADS, stream, args);
 }
 
 /* a digest of what every rank must pass alike */
@@ -438,7 +454,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	}
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
-	const unsigned sgrid = tiles < 2u * (unsigned)o->sms ? tiles : 2u * (unsigned)o->sms;
+	const unsigned sgrid = waiting_grid(o, tiles);
 	if (!fsum || (fused && !f))
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))

@@ -4,9 +4,12 @@
  * fused_plan.c: how the fused kernels run a call, decided only from what
  * every rank agrees on (the collective, its size, the ranks and
  * COLLMUX_FUSED_ALGO, which set-up checks), never from a buffer's address,
- * so that every rank rings the same job. Plain arithmetic: CI tests it
+ * so that every rank rings the same job; and whether the ranks' places
+ * let them share workspaces at all. Plain arithmetic: CI tests it
  * without a GPU (tests/c/plantest.c).
  */
+#include <string.h>
+
 #include "cmx.h"
 #include "fused.h"
 
@@ -69,4 +72,36 @@ uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_
 			return id;
 	}
 	return 0;
+}
+
+static const cmx_place *place(const cmx_place *p0, size_t stride, int p)
+{
+	return (const cmx_place *)((const char *)p0 + (size_t)p * stride);
+}
+
+const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n)
+{
+	for (int p = 0; p < n; p++) {
+		const cmx_place *a = place(p0, stride, p);
+		if (strcmp(a->host, p0->host) != 0)
+			return "the ranks span several nodes";
+		for (int q = 0; q < p; q++) {
+			const cmx_place *b = place(p0, stride, q);
+			if (strcmp(a->bus, b->bus) == 0 && !(a->mps && b->mps))
+				return "two ranks share a GPU without MPS (or CUDA_VISIBLE_DEVICES hides the peers)";
+		}
+	}
+	return NULL;
+}
+
+int cmx_fused_sharing(const cmx_place *p0, size_t stride, int n)
+{
+	int most = n > 0;
+	for (int p = 0; p < n; p++) {
+		int same = 0;
+		for (int q = 0; q < n; q++)
+			same += strcmp(place(p0, stride, p)->bus, place(p0, stride, q)->bus) == 0;
+		most = same > most ? same : most;
+	}
+	return most;
 }

@@ -9,6 +9,11 @@
 # copy-engine and overlap cases; the watchdogs and fault injection).
 # FAULTS=0: everything but the watchdogs and fault injection. BENCH: which
 # benchmarks follow the tests (below; BENCH=0 none).
+# MPS=1: two ranks on every GPU, sharing it through an MPS server this
+# script starts and stops (private pipe and log folders): the tests run on
+# GPUs + 1 to 2 x GPUs ranks (the counts where ranks share a GPU), so a
+# one-GPU machine runs the fused paths on two ranks. NCCL refuses ranks that share a GPU, so what only NCCL runs is
+# left out, and no benchmark follows (their figures would be MPS's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/collmux-gpu}
@@ -19,6 +24,16 @@ CUDA=${CUDA:-/usr/local/cuda}
 LIB=$PWD/build/libcollmux.so
 NGPU=$(nvidia-smi -L | wc -l)
 B=$(mktemp -d)
+RANKS=$NGPU FIRST=1
+if [ "${MPS:-0}" = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=$B/mps CUDA_MPS_LOG_DIRECTORY=$B/mps-log
+  mkdir -m 700 "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "MPS=1: nvidia-cuda-mps-control -d failed"; exit 1; }
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  trap 'exit 143' TERM INT # so that the EXIT trap stops the server
+  RANKS=$((2 * NGPU)) FIRST=$((NGPU + 1)) BENCH=0
+fi
+shared() { [ "$1" -gt "$NGPU" ]; } # shared NP: NP ranks put two on some GPU
 PASS=0 FAIL=0
 : > "$OUT/gpu-tests.txt"
 result() { # result STATUS NAME: one line here and in gpu-tests.txt
@@ -27,6 +42,7 @@ result() { # result STATUS NAME: one line here and in gpu-tests.txt
   echo "$word $2" | tee -a "$OUT/gpu-tests.txt"
 }
 X=(-x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+[ "${MPS:-0}" = 1 ] && X+=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
 run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
 calls() { # calls STATS.json BACKEND -> total calls on that backend
   python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['backend']==sys.argv[2]))" "$1" "$2" 2>/dev/null || echo 0
@@ -78,25 +94,29 @@ set +x
 # the same results as the host MPI; every call forced onto the copy path
 # falls through to the next path where the copy engines cannot serve it.
 overlap_suite() {
-  for np in $(seq 1 "$NGPU"); do
+  for np in $(seq $FIRST "$RANKS"); do
     run $np $B/colltest > $B/host.$np 2>&1
     run $np "${X[@]}" -x COLLMUX_OVERLAP=1 -x COLLMUX_STATS=$B/o.$np.json $B/colltest_cuda > $B/ovl.$np 2> $B/ovl.$np.err
     cmp -s $B/host.$np $B/ovl.$np; result $? "colltest on device buffers, $np ranks, COLLMUX_OVERLAP=1: same results as host MPI"
     cmp -s $B/host.$np $B/ovl.$np || { grep -v '^\[' $B/ovl.$np.err | tail -20; diff $B/host.$np $B/ovl.$np | head; }
     k=$(calls $B/o.$np.json copy); echo "  copy $k calls, fused $(calls $B/o.$np.json fused) calls"
-    [ "$k" -gt 0 ]; result $? "statistics show copy-engine calls, $np ranks"
+    if shared $np; then # a copy within one GPU would run on its SMs
+      [ "$k" = 0 ]; result $? "statistics show no copy-engine calls: the copy path refuses ranks that share a GPU, $np ranks"
+    else
+      [ "$k" -gt 0 ]; result $? "statistics show copy-engine calls, $np ranks"
+    fi
     run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:copy' $B/colltest_cuda > $B/cpy.$np 2> $B/cpy.$np.err
     cmp -s $B/host.$np $B/cpy.$np; result $? "colltest on device buffers, $np ranks, every call sent to the copy path first: same results"
     cmp -s $B/host.$np $B/cpy.$np || { grep -v '^\[' $B/cpy.$np.err | tail -20; diff $B/host.$np $B/cpy.$np | head; }
   done
-  run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/ot.json -x COLLMUX_LOG=decisions $B/overlaptest > $B/ot 2> $B/ot.err
-  grep -q "0 failures" $B/ot && [ "$(calls $B/ot.json copy)" -gt 0 ]
+  run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/ot.json -x COLLMUX_LOG=decisions $B/overlaptest > $B/ot 2> $B/ot.err
+  grep -q "0 failures" $B/ot && { shared $RANKS || [ "$(calls $B/ot.json copy)" -gt 0 ]; }
   result $? "the collmux_overlap info key: $(tail -1 $B/ot), $(calls $B/ot.json copy) copy-engine calls"
   grep -q "0 failures" $B/ot || { cat $B/ot; tail $B/ot.err; }
 }
 # The fused computation + collective operations (collmux.h): the module
 # compiles with nvcc too (its registers and spills on record), and every
-# operation gives the exact reference bit for bit on 1 to NGPU ranks.
+# operation gives the exact reference bit for bit on 1 to RANKS ranks.
 ops_suite() {
   cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/module.cu
   $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
@@ -104,30 +124,31 @@ ops_suite() {
   result $? "the kernel module (abi.h + kernels.cu + ops.cu) compiles with nvcc"
   echo "operation kernels with register counts in ops-ptxas.txt: $(grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers)"
   grep -E "error" $B/ptxas.txt | head -20
-  for np in $(seq 1 "$NGPU"); do
+  for np in $(seq $FIRST "$RANKS"); do
     for algo in auto fused cublas; do
-      [ $np = "$NGPU" ] || [ $algo = auto ] || continue
+      [ $np = "$RANKS" ] || [ $algo = auto ] || continue
       run $np "${X[@]}" -x COLLMUX_TIMEOUT=20 -x COLLMUX_OPS_ALGO=$algo $B/fusedops > $B/fo.$np 2> $B/fo.$np.err
       grep -q "$np ranks, 0 failures" $B/fo.$np
       result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
       grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
     done
   done
-  run "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 tests/py/fusedops_torch.py > $B/fot 2>&1
-  grep -q "$NGPU ranks, 0 failures" $B/fot
+  run "$RANKS" "${X[@]}" -x PYTHONPATH=$PWD/python python3 tests/py/fusedops_torch.py > $B/fot 2>&1
+  grep -q "$RANKS ranks, 0 failures" $B/fot
   result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile, embedding and MoE GEMM + all-to-all: $(grep fusedops_torch: $B/fot | tail -1)"
-  grep -q "$NGPU ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
+  grep -q "$RANKS ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
 }
 # The watchdogs (a rank that never arrives) and fault injection (a rank
 # killed in the middle of a call), 2 GPUs or more.
 faults_suite() {
-if [ "$NGPU" -ge 2 ]; then
+if [ "$RANKS" -ge 2 ]; then
   # the fused kernel's watchdog; the arrival gate (MPI_THREAD_MULTIPLE) of either backend
   # NCCL single: no gate; the stream is polled against the timeout and
   # the NCCL communicator aborted (it cannot know which rank is missing)
   # NCCL nonblocking: the request fails once COLLMUX_TIMEOUT has passed
   for mode in "fused single" "fused multiple" "nccl multiple" "nccl single" "nccl nonblocking" "fused nonblocking"; do
     set -- $mode
+    [ $1 = nccl ] && shared 2 && continue
     start=$(date +%s)
     timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" -x COLLMUX_TIMEOUT=3 $B/hang $2 > $B/hang.out 2>&1
     rc=$?
@@ -140,7 +161,7 @@ if [ "$NGPU" -ge 2 ]; then
   done
 fi
 
-if [ "$NGPU" -ge 2 ]; then
+if [ "$RANKS" -ge 2 ]; then
   # fault injection: rank 1 is killed (SIGKILL) in the middle of a call;
   # every surviving rank's call must fail within COLLMUX_TIMEOUT + 5 s
   # (the program prints how long it took and checks the guards around its
@@ -149,11 +170,12 @@ if [ "$NGPU" -ge 2 ]; then
   # the gate cannot (docs/design.md, "Known limits"), so for NCCL the name
   # is reported, not required. Open MPI's mpirun must not end the job when
   # rank 1 dies: --mca orte_abort_on_non_zero_status 0 (Open MPI 4.1).
-  survivors=$((NGPU - 1))
+  survivors=$((RANKS - 1))
   for mode in "fused single" "fused multiple" "nccl single" "nccl multiple"; do
     set -- $mode
+    [ $1 = nccl ] && shared $RANKS && continue
     start=$(date +%s)
-    timeout 120 mpirun --oversubscribe -np "$NGPU" --mca orte_abort_on_non_zero_status 0 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" \
+    timeout 120 mpirun --oversubscribe -np "$RANKS" --mca orte_abort_on_non_zero_status 0 "${X[@]}" -x COLLMUX_RULES="*:cuda:*:$1" \
       -x COLLMUX_TIMEOUT=3 $B/killrank $2 > $B/kill.out 2>&1
     rc=$?
     grep -v '^\[' $B/kill.out | grep -v '^---\|^$' | head -12
@@ -161,7 +183,7 @@ if [ "$NGPU" -ge 2 ]; then
     inside=$(awk '/^killrank: rank [0-9]+: call [0-9]+ failed after/ && !/OVERWRITTEN/ {
       t = ""; for (i = 1; i <= NF; i++) { if ($i == "after" && t == "") t = $(i + 1); if ($i == "limit") l = $(i + 1) }
       if (t + 0 <= l + 0) n++ } END { print n + 0 }' $B/kill.out)
-    named=$(grep -cE "on rank [0-9]+ of $NGPU: ranks 1 did not arrive" $B/kill.out)
+    named=$(grep -cE "on rank [0-9]+ of $RANKS: ranks 1 did not arrive" $B/kill.out)
     [ $rc != 124 ] && [ "$inside" = "$survivors" ]
     result $? "fault injection ($mode): rank 1 killed in the middle of a call; all $survivors surviving ranks' calls failed within COLLMUX_TIMEOUT=3 + 5 s, no hang, guards intact ($inside did, $(( $(date +%s) - start )) s in all)"
     if [ "$1" = fused ]; then
@@ -183,7 +205,7 @@ else
 overlap_suite
 ops_suite
 
-for np in $(seq 1 "$NGPU"); do
+for np in $(seq $FIRST "$RANKS"); do
   run $np $B/colltest > $B/host.$np 2>&1
   run $np "${X[@]}" -x COLLMUX_STATS=$B/s.$np.json -x COLLMUX_CHECK=1 $B/colltest_cuda > $B/dev.$np 2> $B/dev.$np.err
   rc=$?
@@ -192,7 +214,11 @@ for np in $(seq 1 "$NGPU"); do
   [ $rc = 0 ] || { tail -20 $B/dev.$np.err; diff $B/host.$np $B/dev.$np | head -10; }
   n=$(calls $B/s.$np.json nccl); s=$(calls $B/s.$np.json staged)
   echo "  backends: nccl $n calls, staged $s calls"
-  [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
+  if shared $np; then
+    [ "$n" = 0 ] && [ "$s" -gt 0 ]; result $? "statistics show staged calls and none on NCCL, which refuses ranks that share a GPU, $np ranks"
+  else
+    [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
+  fi
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
   cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_STATS=$B/f.$np.json -x COLLMUX_LOG=info $B/colltest_cuda > $B/fus.$np 2> $B/fus.$np.err
@@ -218,10 +244,10 @@ done
 # nbtest with threads runs under COLLMUX_CHECK; without, its persistent
 # calls' restarts take the prepared path (checked calls are never prepared)
 for p in nbtest p2ptest; do
-  for np in $(seq 1 "$NGPU") threads; do
+  for np in $(seq $FIRST "$RANKS") threads; do
     chk=(); [ $p = nbtest ] && [ $np = threads ] && chk=(-x COLLMUX_CHECK=1)
     n=$np args=()
-    [ $np = threads ] && n=$((NGPU < 2 ? 1 : 2)) args=(threads)
+    [ $np = threads ] && n=$((RANKS < 2 ? 1 : 2)) args=(threads)
     run $n $B/$p "${args[@]}" > $B/$p.host.$np 2> $B/$p.host.$np.err
     run $n "${X[@]}" "${chk[@]}" -x COLLMUX_STATS=$B/$p.s.$np.json $B/${p}_cuda "${args[@]}" > $B/$p.dev.$np 2> $B/$p.dev.$np.err
     rc=$?
@@ -235,7 +261,7 @@ done
 # persistent starts prepared on fused: nbtest with the device collectives
 # forced onto fused where it runs them (the rest fall through), against the
 # host run; statistics show the persistent all-reduce's 200 restarts there
-for np in $(seq 1 "$NGPU"); do
+for np in $(seq $FIRST "$RANKS"); do
   run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_STATS=$B/nbf.$np.json $B/nbtest_cuda > $B/nbf.$np 2> $B/nbf.$np.err
   rc=$? f=$(famon $B/nbf.$np.json allreduce fused)
   cmp -s $B/nbtest.host.$np $B/nbf.$np && [ $rc = 0 ] && [ "$f" -ge 200 ]
@@ -250,7 +276,7 @@ done
 # stderr says which MPI-4 functions the MPI has, natively and under collmux.
 # Once checked (COLLMUX_CHECK=1), once with statistics, which must show
 # each new family on a device backend, not forwarded with device pointers.
-for np in $(seq 1 "$NGPU"); do
+for np in $(seq $FIRST "$RANKS"); do
   run $np $B/nbrtest > $B/nbr.host.$np 2> $B/nbr.host.$np.err
   run $np "${X[@]}" -x COLLMUX_CHECK=1 $B/nbrtest_cuda > $B/nbr.dev.$np 2> $B/nbr.dev.$np.err
   rc=$?
@@ -276,16 +302,16 @@ done
 # column types on one side of a call, packed for the device backend on
 # that rank): the same results as the host MPI on each path, every rank
 # explaining the same routing decisions (COLLMUX_LOG=decisions)
-if [ "$NGPU" -ge 2 ]; then
-  run "$NGPU" $B/typemix > $B/tm.host 2>&1
+if [ "$RANKS" -ge 2 ]; then
+  run "$RANKS" $B/typemix > $B/tm.host 2>&1
   for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused'; do
     env=(); [ "$rules" != default ] && env=(-x COLLMUX_RULES="$rules")
-    run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
+    run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
     rc=$?
     # each rank's explained decisions, the rank's prefix dropped, sorted: one set for all ranks
-    sets=$(for r in $(seq 0 $((NGPU - 1))); do grep "^collmux\[rank $r\]: .* -> " $B/tm.err | sed 's/^collmux\[rank [0-9]*\]: //' | sort | md5sum; done | sort -u | wc -l)
+    sets=$(for r in $(seq 0 $((RANKS - 1))); do grep "^collmux\[rank $r\]: .* -> " $B/tm.err | sed 's/^collmux\[rank [0-9]*\]: //' | sort | md5sum; done | sort -u | wc -l)
     cmp -s $B/tm.host $B/tm.dev && [ $rc = 0 ] && [ "$sets" = 1 ]
-    result $? "typemix on device buffers, $NGPU ranks, rules $rules: mixed datatypes of one signature give the host MPI's results, every rank routing alike ($sets decision sets)"
+    result $? "typemix on device buffers, $RANKS ranks, rules $rules: mixed datatypes of one signature give the host MPI's results, every rank routing alike ($sets decision sets)"
     [ $rc = 0 ] || grep -v '^\[' $B/tm.err | tail -12
     cmp -s $B/tm.host $B/tm.dev || diff $B/tm.host $B/tm.dev | head -10
   done
@@ -294,16 +320,18 @@ fi
 # the edges under the fused kernels (resident, then relaunched every call,
 # then every all-reduce one-shot and two-shot through the slots instead of
 # LL) and under NCCL (misaligned reductions run through an aligned copy)
-for mode in linger200 linger0 oneshot twoshot nccl; do
+edge_modes="linger200 linger0 oneshot twoshot"
+shared $RANKS || edge_modes+=" nccl"
+for mode in $edge_modes; do
   case $mode in
   linger200) env=(-x COLLMUX_FUSED_LINGER=200) backend=fused ;;
   linger0) env=(-x COLLMUX_FUSED_LINGER=0) backend=fused ;;
   oneshot | twoshot) env=(-x COLLMUX_FUSED_ALGO=$mode) backend=fused ;;
   nccl) env=(-x COLLMUX_RULES='*:cuda:*:nccl') backend=nccl ;;
   esac
-  run "$NGPU" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
+  run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
   rc=$?
-  grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$NGPU" = 1 ]
+  grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$RANKS" = 1 ]
   result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, 200 bcasts in a row, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
   grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
 done
@@ -311,7 +339,7 @@ done
 # communicators made and freed in a loop, more than a process has
 # workspaces: each freed one's workspace goes to the next communicator of
 # the same processes (any rank order), so no call falls back to NCCL
-run "$NGPU" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_LOG=info -x COLLMUX_STATS=$B/cf.json $B/commfree > $B/cf.out 2>&1
+run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_LOG=info -x COLLMUX_STATS=$B/cf.json $B/commfree > $B/cf.out 2>&1
 rc=$?
 n=$(calls $B/cf.json nccl) f=$(calls $B/cf.json fused) t=$(grep -c 'taken over' $B/cf.out)
 echo "  commfree: fused $f calls, nccl $n, workspaces taken over $t times"
@@ -326,11 +354,11 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
 cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
 $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
-run "$NGPU" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
+run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
 grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
 result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
 
-if [ "$NGPU" -ge 2 ]; then
+if [ "$RANKS" -ge 2 ]; then
   timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
   rc=$?
   cat $B/mm | grep -v '^\[' | head -8
@@ -341,11 +369,12 @@ fi
 # FAULTS=0: the watchdog and fault-injection cases left out (ONLY=faults runs them alone)
 [ "${FAULTS:-1}" = 1 ] && faults_suite
 
-run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
+run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
 grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"
-[ "$(calls $B/py.json nccl)" -gt 0 ]; result $? "mpi4py device calls went to NCCL"
+py_backend=nccl; shared $RANKS && py_backend=fused
+[ "$(calls $B/py.json $py_backend)" -gt 0 ]; result $? "mpi4py device calls went to $py_backend"
 grep -q "0 failures" $B/py || tail -30 $B/py
-run "$NGPU" "${X[@]}" -x COLLMUX_STATS=$B/pynb.json python3 tests/py/mpi4py_cupy_nb.py > $B/pynb 2>&1
+run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/pynb.json python3 tests/py/mpi4py_cupy_nb.py > $B/pynb 2>&1
 grep -q "0 failures" $B/pynb; result $? "mpi4py + CuPy/PyTorch: nonblocking, persistent and point-to-point calls on device arrays, MPIX_Query_cuda_support: $(grep mpi4py_cupy_nb $B/pynb)"
 grep -q "0 failures" $B/pynb || tail -30 $B/pynb
 [ "$(calls $B/pynb.json staged)" -gt 0 ]; result $? "mpi4py point-to-point device calls went through collmux (staged)"

@@ -167,3 +167,33 @@ func TestFusedPick(t *testing.T) {
 		}
 	}
 }
+
+// Whether the ranks' places let them share IPC workspaces: one node, and
+// ranks that share a GPU only under MPS (each rank's contexts otherwise
+// take turns on it, and the kernels wait on each other every step).
+func TestFusedPlacement(t *testing.T) {
+	const shared = "two ranks share a GPU without MPS (or CUDA_VISIBLE_DEVICES hides the peers)"
+	cases := []struct {
+		name, places, want string // places: HOST:BUS:MPS a rank
+	}{
+		{"a GPU each", "n:gpu0:0 n:gpu1:0", "ok 1"},
+		{"one rank", "n:gpu0:0", "ok 1"},
+		{"two nodes", "n:gpu0:0 m:gpu1:0", "the ranks span several nodes"},
+		{"one GPU, no MPS", "n:gpu0:0 n:gpu0:0", shared},
+		{"one GPU, MPS", "n:gpu0:1 n:gpu0:1", "ok 2"},
+		{"one GPU, MPS on one rank only", "n:gpu0:1 n:gpu0:0", shared},
+		{"four ranks on two GPUs under MPS", "n:gpu0:1 n:gpu1:1 n:gpu0:1 n:gpu1:1", "ok 2"},
+		{"MPS on the GPU shared, not on the other", "n:gpu0:1 n:gpu0:1 n:gpu1:0", "ok 2"},
+		{"three of four ranks on one GPU", "n:gpu0:1 n:gpu0:1 n:gpu1:1 n:gpu0:1", "ok 3"},
+		{"the third rank shares without MPS", "n:gpu0:1 n:gpu1:0 n:gpu1:0", shared},
+	}
+	lines := make([]string, len(cases))
+	for i, c := range cases {
+		lines[i] = "place " + c.places
+	}
+	for i, got := range plantest(t, lines) {
+		if got != cases[i].want {
+			t.Errorf("%s (%s): %q, want %q", cases[i].name, cases[i].places, got, cases[i].want)
+		}
+	}
+}

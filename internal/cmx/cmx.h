@@ -437,6 +437,7 @@ typedef struct {
 int cmx_cuda_fused_capable(void);
 int cmx_cuda_ipc_capable(void);
 int cmx_cuda_device(int *arch, char *busid, int len);
+int cmx_cuda_mps(void);
 int cmx_cuda_driver_version(void);
 void *cmx_cuda_function(const void *image, const char *name, void **module);
 int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args);

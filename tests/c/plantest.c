@@ -11,6 +11,9 @@
  *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
  *                                the workspace every rank offers, or "none".
  *   seq S                        the job numbers after and before S: "NEXT PREV".
+ *   place HOST:BUS:MPS ...       each rank's place (MPS 0 or 1): "ok N" (N the
+ *                                most ranks on one GPU), or why the ranks
+ *                                cannot share workspaces.
  */
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +92,22 @@ static int seq(const char *line)
 	return 1;
 }
 
+static int place(char *line)
+{
+	static cmx_place at[CMX_MAX_RANKS];
+	memset(at, 0, sizeof at);
+	int n = 0;
+	for (char *save, *w = strtok_r(line, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), n++)
+		if (n == CMX_MAX_RANKS || sscanf(w, "%63[^:]:%31[^:]:%d", at[n].host, at[n].bus, &at[n].mps) != 3)
+			return 0;
+	const char *why = cmx_fused_placement(at, sizeof *at, n);
+	if (why)
+		puts(why);
+	else
+		printf("ok %d\n", cmx_fused_sharing(at, sizeof *at, n));
+	return 1;
+}
+
 int main(void)
 {
 	char line[4096];
@@ -100,6 +119,8 @@ int main(void)
 			ok = pick(line + 4);
 		else if (strncmp(line, "seq ", 4) == 0)
 			ok = seq(line + 4);
+		else if (strncmp(line, "place ", 6) == 0)
+			ok = place(line + 6);
 		if (!ok) {
 			fprintf(stderr, "plantest: bad line: %s", line);
 			return 2;

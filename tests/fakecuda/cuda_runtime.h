@@ -19,6 +19,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemset(void *p, int v, size_t n);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDevice(int *dev);
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int dev);
 cudaError_t cudaDeviceSynchronize(void);
 const char *cudaGetErrorString(cudaError_t e);
 enum { cudaStreamNonBlocking = 1 };

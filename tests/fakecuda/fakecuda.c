@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,8 @@ CUresult cuEventDestroy_v2(void *e) { return (void)e, OK; }
 
 int cudaSetDevice(int d) { return (void)d, cuInit(0); }
 int cudaGetDeviceCount(int *n) { return *n = 1, 0; }
+int cudaGetDevice(int *d) { return *d = 0, 0; }
+int cudaDeviceGetPCIBusId(char *bus, int len, int d) { return (void)d, snprintf(bus, (size_t)len, "0000:00:00.0"), 0; }
 int cudaDeviceSynchronize(void) { return 0; }
 int cudaMalloc(void **p, size_t n) { return cuInit(0) ? 2 : cuMemAlloc_v2((uintptr_t *)p, n); }
 int cudaFree(void *p) { return cuMemFree_v2((uintptr_t)p); }

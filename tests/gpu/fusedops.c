@@ -108,14 +108,17 @@ static float value(int c, int r, int which, size_t i)
 }
 
 /* Whether collmux_gemv_allreduce takes its nccl form (COLLMUX_OPS_ALGO,
- * and auto's rule in fused/ops.c), whose partials are rounded to the
- * element type before NCCL sums them; the other forms round once. */
-static int nccl_form(int batch)
+ * and auto's rule in fused/ops.c, which takes the sum form where NCCL
+ * cannot serve the communicator: ranks that share a GPU), whose partials
+ * are rounded to the element type before NCCL sums them; the other forms
+ * round once. */
+static int no_nccl; /* MPI_COMM_WORLD's ranks share a GPU */
+static int nccl_form(MPI_Comm comm, int batch)
 {
 	const char *algo = getenv("COLLMUX_OPS_ALGO");
 	if (algo && *algo && strcmp(algo, "auto") != 0)
 		return strcmp(algo, "nccl") == 0;
-	return batch > 1;
+	return batch > 1 && !(no_nccl && comm == MPI_COMM_WORLD);
 }
 
 typedef struct {
@@ -339,7 +342,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 			const float got = get(hy, (size_t)b * ldy + i, t);
 			/* NCCL adds 3 or more ranks' rounded partials in its own order:
 			 * then within an ulp per rank of the rank-order sum */
-			const int ok = !nccl_form(s.batch) ? got == rounded(ref, t) : n <= 2 ? got == nref : fabsf(got - nref) <= n * ulp(nref, t);
+			const int ok = !nccl_form(comm, s.batch) ? got == rounded(ref, t) : n <= 2 ? got == nref : fabsf(got - nref) <= n * ulp(nref, t);
 			if (!ok && bad++ < 3)
 				fail("case %d (type %d): y[%d][%d] is not the exact sum", c, t, b, i);
 		}
@@ -359,6 +362,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 int main(int argc, char **argv)
 {
 	gpu_mpi_start(&argc, &argv, &rank, &size);
+	no_nccl = gpu_shared(MPI_COMM_WORLD);
 	if (!(*(void **)&gemv_ar = dlsym(RTLD_DEFAULT, "collmux_gemv_allreduce"))) {
 		fprintf(stderr, "fusedops: collmux_gemv_allreduce not found: preload libcollmux.so\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);

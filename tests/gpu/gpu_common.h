@@ -47,6 +47,25 @@ static inline void gpu_mpi_start(int *argc, char ***argv, int *rank, int *size)
 	MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
+/* Whether two ranks of comm share a GPU (MPS: scripts/gpu-test.sh MPS=1),
+ * where NCCL refuses the communicator. Collective. */
+static inline int gpu_shared(MPI_Comm comm)
+{
+	char bus[32] = "", *all;
+	int dev = 0, n, shared = 0;
+	MPI_Comm_size(comm, &n);
+	cudaGetDevice(&dev);
+	cudaDeviceGetPCIBusId(bus, sizeof bus, dev);
+	if (!(all = calloc((size_t)n, sizeof bus)))
+		MPI_Abort(comm, 3);
+	MPI_Allgather(bus, sizeof bus, MPI_CHAR, all, sizeof bus, MPI_CHAR, comm);
+	for (int p = 0; p < n; p++)
+		for (int q = 0; q < p; q++)
+			shared |= strcmp(all + p * sizeof bus, all + q * sizeof bus) == 0;
+	free(all);
+	return shared;
+}
+
 #define CUDA_OK(x)                                                                            \
 	do {                                                                                  \
 		cudaError_t e_ = (x);                                                         \
