@@ -20,10 +20,11 @@ and returns at once; every rank of the communicator must make it, with the
 same shapes. Errors raise collmux.Error, with the library's message on
 stderr.
 
-With PyTorch, the same operation is registered as torch.ops.collmux.
-gemv_allreduce(comm_handle, a, x), so that it can sit in a torch.compile
-graph (comm_handle is comm.py2f()): on import when PyTorch is imported
-already, else by register_torch_ops().
+With PyTorch, the operations are registered as torch.ops.collmux.
+gemv_allreduce(comm_handle, a, x), embedding_alltoall and gemm_alltoall
+(register_torch_ops() says their arguments), so that they can sit in a
+torch.compile graph (comm_handle is comm.py2f()): on import when PyTorch
+is imported already, else by register_torch_ops().
 """
 
 import ctypes
@@ -88,6 +89,17 @@ def _handle(comm):
     if hasattr(comm, "py2f"):
         return comm.py2f()
     raise TypeError("collmux: comm must be an mpi4py communicator or its py2f() handle, not %s" % type(comm).__name__)
+
+
+def _size_rank(comm):
+    """(size, rank) of an mpi4py communicator or of its py2f() handle (as
+    the torch.ops forms pass it)."""
+    if isinstance(comm, int):
+        from mpi4py import MPI
+        comm = MPI.Comm.f2py(comm)
+    if not hasattr(comm, "size"):
+        raise TypeError("collmux: comm must be an mpi4py communicator or its py2f() handle, not %s" % type(comm).__name__)
+    return comm.size, comm.rank
 
 
 class _Array:
@@ -198,6 +210,11 @@ def gemv_allreduce(comm, a, x, out=None):
     return out
 
 
+def _samples(batch, n, me):
+    """How many of the global batch's samples rank me of n owns."""
+    return batch * (me + 1) // n - batch * me // n
+
+
 def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode="sum", out=None):
     """DLRM's model-parallel embedding stage in one operation (PyTorch).
 
@@ -210,9 +227,7 @@ def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first
     tables_total, dim): rank q's samples are batch * q // n onwards."""
     import torch
     handle = _handle(comm)
-    n, me = (comm.size, comm.rank) if hasattr(comm, "size") else (None, None)
-    if n is None:
-        raise TypeError("collmux: embedding_alltoall needs the mpi4py communicator (its size and rank)")
+    n, me = _size_rank(comm)
     W = _Array(weights, "weights")
     if len(W.shape) != 2 or W.strides != (W.shape[1], 1):
         raise ValueError("collmux: weights must be a contiguous (rows, dim) tensor")
@@ -222,7 +237,7 @@ def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first
     tables = len(rows) - 1
     if offsets.numel() != tables * batch + 1:
         raise ValueError("collmux: offsets must hold tables * batch + 1 entries")
-    mine = batch * (me + 1) // n - batch * me // n
+    mine = _samples(batch, n, me)
     if out is None:
         out = weights.new_empty((mine, tables_total, W.shape[1]))
     if tuple(out.shape) != (mine, tables_total, W.shape[1]) or not out.is_contiguous() or out.dtype != weights.dtype:
@@ -255,8 +270,7 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     ranks' GEMMs, which may then write anywhere in those capacity rows."""
     import torch
     handle = _handle(comm)
-    if not hasattr(comm, "size"):
-        raise TypeError("collmux: gemm_alltoall needs the mpi4py communicator (its size)")
+    size = _size_rank(comm)[0]
     A = _Array(a, "a")
     ta, k, lda = A.rows("a")
     if (not isinstance(b, torch.Tensor) or b.dim() != 3 or not b.is_contiguous() or b.dtype != a.dtype or b.shape[1] != k
@@ -265,8 +279,8 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     experts, n = b.shape[0], b.shape[2]
     flat_rows = [int(v) for r in rows for v in (r if isinstance(r, (list, tuple)) else [r])]
     flat_dest = [int(v) for r in dest for v in (r if isinstance(r, (list, tuple)) else [r])]
-    if len(flat_rows) != experts * comm.size or len(flat_dest) != experts * comm.size:
-        raise ValueError("collmux: rows and dest must both be experts x size (%d x %d)" % (experts, comm.size))
+    if len(flat_rows) != experts * size or len(flat_dest) != experts * size:
+        raise ValueError("collmux: rows and dest must both be experts x size (%d x %d)" % (experts, size))
     if sum(flat_rows) != ta:
         raise ValueError("collmux: a has %d rows and rows add up to %d" % (ta, sum(flat_rows)))
     if out is None:
@@ -330,8 +344,11 @@ _torch_ops = False
 
 
 def register_torch_ops():
-    """Registers torch.ops.collmux.gemv_allreduce (once; PyTorch 2.4 or
-    later), whose fake form gives torch.compile the output's shape."""
+    """Registers torch.ops.collmux.gemv_allreduce, embedding_alltoall and
+    gemm_alltoall (once; PyTorch 2.4 or later), whose fake forms give
+    torch.compile the outputs' shapes. Each takes the communicator as its
+    py2f() handle, and the lists flat (rows and dest of gemm_alltoall
+    experts x size, expert-major); each returns a new tensor."""
     global _torch_ops
     if _torch_ops:
         return
@@ -344,6 +361,26 @@ def register_torch_ops():
     @_gemv_allreduce.register_fake
     def _(comm, a, x):
         return x.new_empty((a.shape[0],) if x.dim() == 1 else (x.shape[0], a.shape[0]))
+
+    @torch.library.custom_op("collmux::embedding_alltoall", mutates_args=())
+    def _embedding_alltoall(comm: int, weights: torch.Tensor, rows: list[int], offsets: torch.Tensor,
+                            indices: torch.Tensor, batch: int, table_first: int, tables_total: int,
+                            mode: str) -> torch.Tensor:
+        return embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode=mode)
+
+    @_embedding_alltoall.register_fake
+    def _(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode):
+        n, me = _size_rank(comm)
+        return weights.new_empty((_samples(batch, n, me), tables_total, weights.shape[1]))
+
+    @torch.library.custom_op("collmux::gemm_alltoall", mutates_args=())
+    def _gemm_alltoall(comm: int, a: torch.Tensor, b: torch.Tensor, rows: list[int], dest: list[int], out_rows: int,
+                       capacity: int) -> torch.Tensor:
+        return gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity)
+
+    @_gemm_alltoall.register_fake
+    def _(comm, a, b, rows, dest, out_rows, capacity):
+        return a.new_empty((out_rows, b.shape[2]))
 
     _torch_ops = True
 

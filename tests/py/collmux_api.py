@@ -53,6 +53,10 @@ overlapping = HostPretendingDevice(np.ones(8, np.float32))
 overlapping.__cuda_array_interface__ = dict(overlapping.__cuda_array_interface__, shape=(4, 8), strides=(0, 4))
 expect("broadcast rows refused", raises(ValueError, lambda: collmux.gemv_allreduce(comm, HostPretendingDevice(a),
                                                                                    overlapping)))
+# the torch.ops forms pass the communicator as its handle: size and rank from it
+expect("size and rank of a handle", collmux._size_rank(comm.py2f()) == (comm.size, comm.rank))
+expect("size and rank of a communicator", collmux._size_rank(comm) == (comm.size, comm.rank))
+expect("size and rank of no communicator", raises(TypeError, lambda: collmux._size_rank("world")))
 expect("MPI goes on", comm.allreduce(1) == comm.size)
 nbad = comm.allreduce(len(bad))
 if comm.rank == 0:

@@ -5,7 +5,9 @@ product computed on each rank; the same bits on every rank; the same
 operation as torch.ops.collmux.gemv_allreduce, also inside a
 torch.compile graph (fullgraph); and on CuPy arrays. collmux.embedding_alltoall
 against torch's EmbeddingBag over all the tables, each rank's samples;
-collmux.gemm_alltoall against torch's products of each rank's tokens. Prints
+collmux.gemm_alltoall against torch's products of each rank's tokens; both
+again as torch.ops.collmux operators, alone and in a torch.compile graph.
+Prints
 "fusedops_torch: N ranks, F failures"."""
 import hashlib
 import os
@@ -105,6 +107,15 @@ for dtype, mode, dim, batch, ntab in [(torch.float32, "sum", 64, 37, 5), (torch.
     torch.cuda.synchronize()
     err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
     expect(f"embedding {dtype} {mode}: {err:.2e} from EmbeddingBag", tuple(out.shape) == (s1 - s0, ntab, dim) and err < 1e-2)
+    # the same as torch.ops.collmux.embedding_alltoall, and in a compiled graph
+    args = (comm.py2f(), w, rows, torch.tensor(offs, dtype=torch.int64, device=dev),
+            (torch.cat(inds) if inds else torch.empty(0, dtype=torch.int64)).to(dev), batch, t0, ntab, mode)
+    expect(f"embedding {dtype} {mode}: torch.ops gives the same", torch.equal(torch.ops.collmux.embedding_alltoall(*args), out))
+
+    def stage(*a):
+        return torch.ops.collmux.embedding_alltoall(*a).sum(1)
+    got = torch.compile(stage, backend="aot_eager", fullgraph=True)(*args)
+    expect(f"embedding {dtype} {mode}: torch.compile graph", torch.equal(got, out.sum(1)))
 
 # GEMM + all-to-all as an MoE layer's combine: every rank builds the
 # whole job alike (one seed); rank q holds q + 1 experts, expert e got
@@ -127,6 +138,15 @@ for dtype, k, n in [(torch.bfloat16, 256, 96), (torch.float32, 40, 33)]:
         torch.cuda.synchronize()
         err = ((out.float().cpu() - ref.float()).abs().max() / ref.float().abs().max()).item() if out.numel() else 0.0
         expect(f"gemm_alltoall {dtype}{where}: {err:.2e} from torch", tuple(out.shape) == (back[rank], n) and err < 1e-2)
+    # the same as torch.ops.collmux.gemm_alltoall (lists flat), and in a compiled graph
+    args = (comm.py2f(), a, ws[rank].to(dev), [v for r in cnt[rank] for v in r], [v for r in dest for v in r], back[rank],
+            max(back))
+    expect(f"gemm_alltoall {dtype}: torch.ops gives the same", torch.equal(torch.ops.collmux.gemm_alltoall(*args), out))
+
+    def combine(*a):
+        return torch.ops.collmux.gemm_alltoall(*a) * 2
+    got = torch.compile(combine, backend="aot_eager", fullgraph=True)(*args)
+    expect(f"gemm_alltoall {dtype}: torch.compile graph", torch.equal(got, out * 2))
     collmux.symm_free(comm, symm)
 
 nbad = comm.allreduce(len(bad))
