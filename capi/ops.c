@@ -51,6 +51,14 @@ CMX_EXPORT int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, i
 	return cmx_ops_gemm_alltoall(c, why, stream, dtype, k, n, experts, a, lda, b, rows, dest, out, out_rows, capacity);
 }
 
+CMX_EXPORT int collmux_gemm_reducescatter(int comm, void *stream, int dtype, long long m, int n, int k, const void *a, long long lda,
+					  const void *b, long long ldb, void *out, long long ldo)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_gemm_reducescatter(c, why, stream, dtype, m, n, k, a, lda, b, ldb, out, ldo);
+}
+
 CMX_EXPORT void *collmux_symm_alloc(int comm, size_t bytes)
 {
 	const char *why = NULL;

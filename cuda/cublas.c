@@ -76,9 +76,9 @@ int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void
 }
 
 int cmx_cublas_gemm(void *stream, int dtype, int rows, int n, int k, const void *a, long long lda, const void *b, long long ldb, void *c,
-		    long long ldc)
+		    int ctype, long long ldc)
 {
 	/* row-major C (rows x n) = A B is column-major C^T (n x rows) = B^T A^T,
 	 * and row-major B and A are column-major B^T and A^T */
-	return gemm_ex(stream, 0 /* OP_N */, n, rows, k, b, dtype, ldb, a, dtype, lda, c, dtype, ldc);
+	return gemm_ex(stream, 0 /* OP_N */, n, rows, k, b, dtype, ldb, a, dtype, lda, c, ctype, ldc);
 }

@@ -84,9 +84,6 @@ int cmx_fused_here(struct cmx_comm *c, cmx_place *at, int *arch);
  * would wait for a time slice each step). plan.c: no GPU needed. */
 const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n);
 
-/* The most of the n ranks that share one GPU (places as above). */
-int cmx_fused_sharing(const cmx_place *p0, size_t stride, int n);
-
 void cmx_ops_release(struct cmx_comm *c); /* ops.c: c is being freed */
 
 #endif

@@ -61,7 +61,8 @@ struct cmx_fused {
 	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
 	uint32_t launch; /* the id of the resident instance last launched */
-	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID beside computation */
+	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID (see grid_of) */
+	int mps;         /* some rank of its communicator shares its GPU through MPS */
 	int running;     /* that instance may still be running */
 	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
 	uint32_t polls;   /* of pending jobs, not done: every POLL_QUERY-th asks CUDA whether the kernel faulted */
@@ -326,6 +327,9 @@ static void setup(cmx_comm *c, const void *buf)
 				why = "some rank holds as many workspaces as a process may (" STR(MAX_WORKSPACES) ")";
 	}
 	struct cmx_fused *f = settle(c, me.offers, id, old, seq);
+	int mps = 0;
+	for (int p = 0; p < c->size && all && !why; p++)
+		mps |= all[p].at.mps;
 	free(all);
 	free(table);
 	if (why) { /* every rank read the same table, so every rank stops here */
@@ -336,15 +340,26 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	if (!f) {
 		create(c, new_id);
+		if (c->fused)
+			c->fused->mps = mps;
 		return;
 	}
 	c->fused = f;
+	c->fused->mps = mps;
 	c->fused_state = 1;
 	if (c->rank == 0)
 		cmx_log(1, "fused workspace %llx taken over by a communicator of %d ranks", (unsigned long long)id, c->size);
 }
 
 /* ---- the resident kernel ---- */
+
+/* The blocks of c's resident kernel: LEAN_GRID beside computation, and
+ * where ranks share a GPU through MPS (each rank's instance holds its
+ * blocks, a multiprocessor each, while it lingers, and a job's blocks wait
+ * for the peers' blocks of the same number: GRID blocks a rank would fill
+ * an H200 from five ranks on, with other communicators' instances on top),
+ * else GRID. */
+static uint32_t grid_of(const cmx_comm *c) { return c->overlap || c->fused->mps ? LEAN_GRID : GRID; }
 
 static int start(struct cmx_fused *f)
 {
@@ -467,7 +482,7 @@ static int resize(cmx_comm *c, struct cmx_fused *f)
 			f->seq = all[p];
 	free(all);
 	if (ok)
-		f->grid = c->overlap ? LEAN_GRID : GRID;
+		f->grid = grid_of(c);
 	else
 		c->fused_state = -1; /* every rank read the same agreement */
 	return ok;
@@ -651,7 +666,7 @@ static int job_of(const cmx_comm *c, const cmx_args *a, cmx_fused_job *j)
 	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &j->nb))
 		return 0;
 	j->code |= proto;
-	if (c->overlap)
+	if (c->overlap) /* known before set-up; MPS is known after (cmx_fused_run) */
 		j->nb = j->nb < LEAN_GRID ? j->nb : LEAN_GRID;
 	return 1;
 }
@@ -666,7 +681,7 @@ static int launch(cmx_comm *c, const cmx_args *a, const cmx_fused_job *j, int *r
 	if (cmx_gate_refuses(c, a))
 		return 0;
 	struct cmx_fused *f = c->fused;
-	if (f->grid != (c->overlap ? LEAN_GRID : GRID) && !resize(c, f)) {
+	if (f->grid != grid_of(c) && !resize(c, f)) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return 1;
 	}
@@ -719,6 +734,8 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		return 0;
 	if (c->fused_state == 0)
 		setup(c, j.out);
+	if (c->fused_state == 1 && grid_of(c) == LEAN_GRID && j.nb > LEAN_GRID)
+		j.nb = LEAN_GRID;
 	if (c->fused_state != 1 || !launch(c, a, &j, rc))
 		return 0;
 	if (a->prep && *rc == 0) /* a persistent call's start: the next ring the same job */

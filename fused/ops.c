@@ -40,6 +40,7 @@ typedef struct {
 	uint32_t seq, shape;
 	uint64_t timeout_ns;
 	uint32_t *err, *gone;
+	uint32_t split;
 } ops_call_t;
 typedef struct {
 	const void *a, *x;
@@ -59,7 +60,7 @@ struct cmx_ops {
 	void *last;        /* event: the last call's kernel done */
 	void *last_stream; /* the stream it ran on */
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
-	int share;         /* the most ranks on one GPU (MPS): see waiting_grid */
+	int mps;           /* some rank shares its GPU through MPS: see consume() */
 	int cublas;        /* every rank has cuBLAS */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
@@ -147,7 +148,9 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
-		const int share = why ? 1 : cmx_fused_sharing(&all[0].at, sizeof *all, c->size);
+		int mps = 0;
+		for (int p = 0; p < c->size && !why; p++)
+			mps |= all[p].at.mps;
 		free(all);
 		if (!why && !(o = calloc(1, sizeof *o)))
 			why = "out of memory";
@@ -166,7 +169,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = sms, o->cublas = cublas, o->share = share;
+		o->sms = sms, o->cublas = cublas, o->mps = mps;
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
@@ -311,20 +314,41 @@ static void *land_k;
 
 static void *land_kernel(void) { return cmx_fused_kernel("cmx_ops_land", &land_k); }
 
-/* The grid of a kernel whose blocks wait for the peers' kernels: small
- * enough to be resident at once (two blocks a multiprocessor). Where ranks
- * share a GPU (MPS), the other ranks' waiting blocks sit on its
- * multiprocessors while this rank's kernels that they wait for need room
- * there: a fused GEMV block takes a whole multiprocessor's registers, so
- * with a GPU's waiting blocks on every multiprocessor it would never be
- * scheduled, and every rank would wait until COLLMUX_TIMEOUT. So each
- * rank's waiting grid is cut to sms / (2 x sharing ranks): the others'
- * leave at least half the multiprocessors free. */
+/* The grid of a kernel whose blocks wait for the peers' kernels: all
+ * resident at once (two blocks a multiprocessor). */
 static unsigned waiting_grid(const struct cmx_ops *o, uint64_t blocks)
 {
-	uint64_t most = o->share > 1 ? (uint64_t)o->sms / (2u * (uint64_t)o->share) : 2u * (uint64_t)o->sms;
-	most = most < 1 ? 1 : most;
+	const uint64_t most = 2u * (uint64_t)o->sms;
 	return (unsigned)(blocks < 1 ? 1 : blocks < most ? blocks : most);
+}
+
+static void *await_k;
+
+/* Queues f (its argument arg), a kernel whose blocks raise this rank's
+ * flags of tiles [first, first + tiles) (where raise says so) and wait for
+ * every rank's: as it is; or, where ranks share a GPU through MPS, after
+ * cmx_ops_await has made those raises and waits with one block, f then
+ * waiting for nothing. There another process's kernel that this rank
+ * waits for needs room on the same GPU, and f's waiting blocks on every
+ * multiprocessor left a fused GEMV block (a whole multiprocessor's
+ * registers) none: every rank waited until COLLMUX_TIMEOUT. Ranks outside
+ * the communicator may share the GPU too, so no share of the GPU that
+ * counts only the communicator's ranks would do. */
+static int consume(struct cmx_ops *o, ops_call_t *O, void *f, uint64_t blocks, void *arg, uint32_t first, uint32_t tiles, int raise,
+		   void *stream)
+{
+	ops_call_t W = *O;
+	void *args[] = {&W, arg};
+	if (o->mps) {
+		struct {
+			uint32_t first, tiles, raise;
+		} A = {first, tiles, (uint32_t)raise}; /* Await in ops.cu */
+		void *aargs[] = {O, &A};
+		if (!cmx_fused_kernel("cmx_ops_await", &await_k) || !cmx_cuda_launch(await_k, 1, CMX_OPS_THREADS, stream, aargs))
+			return 0;
+		W.split = 1;
+	}
+	return cmx_cuda_launch(f, waiting_grid(o, blocks), CMX_OPS_THREADS, stream, args);
 }
 
 /* Queues a landing (the peers told, theirs awaited, the data half copied
@@ -332,8 +356,7 @@ static unsigned waiting_grid(const struct cmx_ops *o, uint64_t blocks)
 static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
 {
 	const uint64_t blocks = (L->bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
-	void *args[] = {O, L};
-	return cmx_cuda_launch(land_k, waiting_grid(o, blocks), CMX_OPS_THREADS, stream, args);
+	return consume(o, O, land_k, blocks, L, L->tile, 1, 1, stream);
 }
 
 /* a digest of what every rank must pass alike */
@@ -433,7 +456,6 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		int m, batch, rows;
 		_Bool pull;
 	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused}; /* SumTo in ops.cu */
-	void *sum_args[] = {&O, &S};
 	snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
 	void *fsum = cmx_fused_kernel(name, &sum_k[dtype]);
 	if (fused) {
@@ -454,7 +476,6 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	}
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
-	const unsigned sgrid = waiting_grid(o, tiles);
 	if (!fsum || (fused && !f))
 		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
@@ -479,7 +500,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	const int ok = (fused ? cmx_cuda_launch(f, grid, CMX_OPS_THREADS, stream, args)
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       cmx_cuda_launch(fsum, sgrid, CMX_OPS_THREADS, stream, sum_args) && end(o, stream);
+		       consume(o, &O, fsum, tiles, &S, 0, tiles, !fused, stream) && end(o, stream);
 	if (!ok) {
 		char msg[128];
 		c->ops_state = -1;
@@ -636,7 +657,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 			const long long r = rows[e * size + p];
 			char *to = (sy ? sy->peer[p] + off : o->peer[p] + O.data) + (uint64_t)dest[e * size + p] * row;
 			if (r && k)
-				ok = cmx_cublas_gemm(stream, dtype, (int)r, n, k, blk, lda, (const char *)b + (size_t)e * k * n * es, n, to, n);
+				ok = cmx_cublas_gemm(stream, dtype, (int)r, n, k, blk, lda, (const char *)b + (size_t)e * k * n * es, n, to, dtype, n);
 			else if (r) /* an empty sum */
 				ok = cmx_cuda_memset_async(to, 0, (size_t)r * row, stream);
 			blk += (size_t)r * (size_t)lda * es;
@@ -644,6 +665,82 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	if (!ok || !land(o, &O, &L, stream) || !end(o, stream)) {
 		char msg[96];
 		end(o, stream); /* what was queued, GEMMs into the peers' memory too, is what symm_free waits for */
+		c->ops_state = -1;
+		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
+		return fail(fn, c, msg);
+	}
+	return 0;
+}
+
+/* GEMM + reduce-scatter (collmux.h). For each rank q, from the next one
+ * on (so that the ranks' first GEMMs write into different peers), one
+ * cuBLAS GEMM of the rows of q's block writes this rank's fp32 partial of
+ * it straight into q's data half, at [this rank] (its stores cross NVLink
+ * as the GEMM runs, under the GEMMs still to come); then ops_rsum, on
+ * every rank, waits for every rank's GEMMs and sums the partials of its
+ * own block in rank order, rounding once. */
+int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
+			       long long lda, const void *b, long long ldb, void *out, long long ldo)
+{
+	static const char fn[] = "collmux_gemm_reducescatter";
+	static const int esize[] = {4, 2, 2};
+	static void *rsum_k[3];
+	static const char *names[3] = {"f32", "f16", "bf16"};
+	/* what every rank passes alike is refused at once, as every rank does */
+	if (dtype < 0 || dtype > 2)
+		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+	if (m < 0 || m > INT_MAX || n < 1 || (uint64_t)m * (uint64_t)n > (uint64_t)1 << 40)
+		return fail(fn, NULL, "needs 0 <= m < 2^31, n >= 1 and m x n <= 2^40");
+	cmx_comm *c = comm_of(fn, comm, no_comm);
+	if (!c)
+		return -1;
+	const int size = c->size, me = c->rank;
+	const size_t es = (size_t)esize[dtype];
+	const long long mine = m * (me + 1) / size - m * me / size, most = (m + size - 1) / size;
+	/* what may differ between ranks is refused after ready() (see above) */
+	const char *bad = NULL;
+	if (k < 0 || lda < k || lda > INT_MAX || ldb < n || ldb > INT_MAX || ldo < n)
+		bad = "needs k >= 0, k <= lda < 2^31, n <= ldb < 2^31 and ldo >= n";
+	if (m == 0) /* every rank passes the same m */
+		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
+	const uint64_t data = (uint64_t)size * (uint64_t)most * (uint64_t)n * 4;
+	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && (!mine || on_device(out));
+	if (admit(fn, c, stream, mine ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args))
+		return -1;
+	struct cmx_ops *o = c->ops;
+	char name[32];
+	snprintf(name, sizeof name, "cmx_ops_rsum_%s", names[dtype]);
+	void *f = cmx_fused_kernel(name, &rsum_k[dtype]);
+	if (!f)
+		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+	if (!o->cublas) /* agreed at set-up: every rank refuses alike, whatever its k */
+		return fail(fn, c, "cuBLAS, which computes the partials, is not available on every rank");
+	const int64_t sh[] = {dtype, m, n}; /* k may differ between ranks */
+	ops_call_t O;
+	if (!cmx_cuda_ctx_for(mine ? out : a) || !begin(o, stream, &O, c, digest(sh, 3)))
+		return fail(fn, c, "could not order the call after the communicator's last operation");
+	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
+	int ok = 1;
+	for (int j = 1; j <= size && ok; j++) {
+		const int q = (me + j) % size;
+		const long long r0 = m * q / size, rows = m * (q + 1) / size - r0;
+		char *to = o->peer[q] + O.data + (uint64_t)me * (uint64_t)rows * (uint64_t)n * 4;
+		if (rows && k)
+			ok = cmx_cublas_gemm(stream, dtype, (int)rows, n, k, (const char *)a + (size_t)r0 * (size_t)lda * es, lda, b, ldb, to,
+					     COLLMUX_FLOAT32, n);
+		else if (rows) /* an empty sum */
+			ok = cmx_cuda_memset_async(to, 0, (size_t)rows * (size_t)n * 4, stream);
+	}
+	struct {
+		void *out;
+		long long ldo;
+		uint64_t elems, slot;
+		uint32_t cols, tile;
+	} R = {out, ldo, (uint64_t)mine * (uint64_t)n, (uint64_t)mine * (uint64_t)n, (uint32_t)n, 0}; /* RSum in ops.cu */
+	const uint64_t blocks = (R.elems + CMX_OPS_THREADS - 1) / CMX_OPS_THREADS;
+	if (!ok || !consume(o, &O, f, blocks, &R, R.tile, 1, 1, stream) || !end(o, stream)) {
+		char msg[96];
+		end(o, stream);
 		c->ops_state = -1;
 		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
 		return fail(fn, c, msg);

@@ -41,6 +41,10 @@ struct OpsCall {
 	// (one each per block made a 16-tile sum wait 9 us, a 264-block one
 	// 200 us)
 	u32 *gone;
+	// 1: cmx_ops_await, the kernel before this one, made this kernel's
+	// raises and waits (ranks that share a GPU through MPS, fused/ops.c);
+	// its waits then only ask whether that one gave up
+	u32 split;
 };
 
 __device__ __forceinline__ u64 *ops_flag(const OpsCall &O, int p, u32 tile, int src)
@@ -63,6 +67,8 @@ __device__ __forceinline__ void ops_raise(const OpsCall &O, u32 t)
 // another shape: the block then leaves its tile as it is.
 __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 {
+	if (O.split) // the same answer in every thread: the await kernel is done
+		return !ld_relaxed(O.gone);
 	__shared__ int bad;
 	if (threadIdx.x == 0)
 		bad = 0;
@@ -104,6 +110,27 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 	const bool ok = !bad;
 	__syncthreads(); // every thread has read it before the next tile's wait resets it
 	return ok;
+}
+
+// The raises and waits of the kernel after it, for ranks that share a GPU
+// through MPS: one block raises this rank's flags of tiles [first, first +
+// tiles) where `raise` says the next kernel would, then waits for every
+// rank's. A kernel whose blocks all wait holds a place on many
+// multiprocessors while another rank's kernel that it waits for needs
+// room on the same GPU (a fused GEMV block takes a whole multiprocessor's
+// registers); this one holds one block's. The next kernel (O.split)
+// then runs without waiting, unless this one gave up.
+struct Await {
+	u32 first, tiles, raise;
+};
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_await(const __grid_constant__ OpsCall O, const __grid_constant__ Await A)
+{
+	if (A.raise)
+		for (u32 t = A.first; t < A.first + A.tiles; t++)
+			ops_raise(O, t);
+	for (u32 t = A.first; t < A.first + A.tiles; t++)
+		if (!ops_wait(O, t))
+			return;
 }
 
 // Eight consecutive elements as floats. Eight is 16 bytes of a 16-bit
@@ -281,7 +308,7 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 {
 	const u32 tiles = (u32)((S.m + S.rows - 1) / S.rows);
 	const u64 mb = (u64)S.m * S.batch;
-	if (S.pull)
+	if (S.pull && !O.split)
 		for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
 			ops_raise(O, t);
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -425,7 +452,7 @@ struct Land {
 };
 __device__ __forceinline__ void ops_land(const OpsCall &O, const Land &L)
 {
-	if (blockIdx.x == 0)
+	if (blockIdx.x == 0 && !O.split)
 		ops_raise(O, L.tile);
 	if (!ops_wait(O, L.tile))
 		return;
@@ -444,6 +471,40 @@ __device__ __forceinline__ void ops_land(const OpsCall &O, const Land &L)
 					out[j] = in[j];
 			}
 }
+
+// ---- GEMM + reduce-scatter: rank q gets rows block q of sum over r of A_r B_r ----
+//
+// Each rank's GEMMs (cuBLAS, before this kernel on the stream) wrote its
+// fp32 partial of rank q's block straight into q's data half, at
+// [this rank][block's rows][cols]. This kernel, on every rank: block 0
+// tells the peers that this rank's GEMMs are done (the flag of `tile`),
+// every block waits for every rank's, then sums the ranks' partials of
+// this rank's block in rank order and rounds once into out (row stride
+// ldo). All its blocks are resident at once (fused/ops.c waiting_grid).
+struct RSum {
+	void *out;
+	long long ldo;
+	u64 elems, slot; // elements of this rank's block (rows x cols); between two ranks' partials
+	u32 cols, tile;
+};
+template <typename T> __device__ __forceinline__ void ops_rsum(const OpsCall &O, const RSum &R)
+{
+	if (blockIdx.x == 0 && !O.split)
+		ops_raise(O, R.tile);
+	if (!ops_wait(O, R.tile))
+		return;
+	const float *part = (const float *)(O.ws[O.me] + O.data);
+	for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < R.elems; i += (u64)gridDim.x * blockDim.x) {
+		float s = 0.f;
+		for (int p = 0; p < O.n; p++)
+			s += __ldcg(part + p * R.slot + i);
+		const u64 at = R.ldo == (long long)R.cols ? i : (i / R.cols) * (u64)R.ldo + i % R.cols;
+		((T *)R.out)[at] = fromf(s, T());
+	}
+}
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_f32(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<float>(O, R); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_f16(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<f16>(O, R); }
+extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<bf16>(O, R); }
 
 // A rank that refuses a call its peers make (an argument of its own,
 // found once the operations are set up, when no step of the call is

@@ -93,15 +93,3 @@ const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n)
 	}
 	return NULL;
 }
-
-int cmx_fused_sharing(const cmx_place *p0, size_t stride, int n)
-{
-	int most = n > 0;
-	for (int p = 0; p < n; p++) {
-		int same = 0;
-		for (int q = 0; q < n; q++)
-			same += strcmp(place(p0, stride, p)->bus, place(p0, stride, q)->bus) == 0;
-		most = same > most ? same : most;
-	}
-	return most;
-}

@@ -124,6 +124,20 @@ int collmux_embedding_alltoall(int comm, void *stream, int dtype, int mode, int 
 int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int experts, const void *a, long long lda, const void *b,
 			  const long long *rows, const long long *dest, void *out, long long out_rows, long long capacity);
 
+/* GEMM + reduce-scatter, a tensor-parallel row-parallel linear layer
+ * with its output scattered by rows (sequence parallelism). Rank r holds
+ * a (m x k rows, row-major, row stride lda), this rank's slice of the
+ * input's columns, and b (k x n, ldb), the matching rows of the weight;
+ * k may differ between ranks, m, n and dtype may not. Rank q gets rows
+ * m * q / size to m * (q + 1) / size - 1 of the sum over ranks of a b,
+ * in out (those rows x n, row stride ldo), each rank's partial in fp32,
+ * summed in rank order and rounded once. cuBLAS computes each rank's
+ * partial of each block and writes it straight into the memory of the
+ * rank that owns the block (over NVLink, as the GEMM runs); that rank
+ * then sums what it got. */
+int collmux_gemm_reducescatter(int comm, void *stream, int dtype, long long m, int n, int k, const void *a, long long lda,
+			       const void *b, long long ldb, void *out, long long ldo);
+
 /* Symmetric memory: `bytes` of device memory on every rank of comm (every
  * rank passes the same bytes), on the device of the current CUDA context,
  * each rank's mapped by its peers, zeroed. Where collmux_gemm_alltoall's

@@ -5,8 +5,9 @@
 # COLLMUX_CHECK, the watchdog, mpi4py with CuPy and PyTorch, and the
 # benchmark against NCCL. Everything lands in $OUT.
 #
-# ONLY=ops | overlap | faults: that part alone (the fused operations; the
-# copy-engine and overlap cases; the watchdogs and fault injection).
+# ONLY=ops | overlap | faults | coll: that part alone (the fused
+# operations; the copy-engine and overlap cases; the watchdogs and fault
+# injection; colltest on every path).
 # FAULTS=0: everything but the watchdogs and fault injection. BENCH: which
 # benchmarks follow the tests (below; BENCH=0 none).
 # MPS=1: two ranks on every GPU, sharing it through an MPS server this
@@ -30,7 +31,8 @@ if [ "${MPS:-0}" = 1 ]; then
   mkdir -m 700 "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d || { echo "MPS=1: nvidia-cuda-mps-control -d failed"; exit 1; }
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
-  trap 'exit 143' TERM INT # so that the EXIT trap stops the server
+  trap 'exit 143' TERM # so that the EXIT trap stops the server
+  trap 'exit 130' INT
   RANKS=$((2 * NGPU)) FIRST=$((NGPU + 1)) BENCH=0
 fi
 shared() { [ "$1" -gt "$NGPU" ]; } # shared NP: NP ranks put two on some GPU
@@ -41,8 +43,9 @@ result() { # result STATUS NAME: one line here and in gpu-tests.txt
   if [ "$1" = 0 ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)) word=FAIL; fi
   echo "$word $2" | tee -a "$OUT/gpu-tests.txt"
 }
-X=(-x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
-[ "${MPS:-0}" = 1 ] && X+=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+MPSX=() # the MPS server's folders, for every rank
+[ "${MPS:-0}" = 1 ] && MPSX=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+X=(-x LD_PRELOAD="$LIB" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS "${MPSX[@]}")
 run() { local np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$@"; }
 calls() { # calls STATS.json BACKEND -> total calls on that backend
   python3 -c "import json,sys; print(sum(r['calls'] for r in json.load(open(sys.argv[1]))['rows'] if r['backend']==sys.argv[2]))" "$1" "$2" 2>/dev/null || echo 0
@@ -195,46 +198,51 @@ if [ "$RANKS" -ge 2 ]; then
   done
 fi
 }
+# colltest on every path, against the host run (ONLY=coll: this alone)
+coll_suite() {
+  for np in $(seq $FIRST "$RANKS"); do
+    run $np $B/colltest > $B/host.$np 2>&1
+    run $np "${X[@]}" -x COLLMUX_STATS=$B/s.$np.json -x COLLMUX_CHECK=1 $B/colltest_cuda > $B/dev.$np 2> $B/dev.$np.err
+    rc=$?
+    cmp -s $B/host.$np $B/dev.$np && grep -q "$np ranks, 0 failures" $B/dev.$np && [ $rc = 0 ]
+    result $? "colltest on device buffers, $np ranks: same results as host MPI (COLLMUX_CHECK=1)"
+    [ $rc = 0 ] || { tail -20 $B/dev.$np.err; diff $B/host.$np $B/dev.$np | head -10; }
+    n=$(calls $B/s.$np.json nccl); s=$(calls $B/s.$np.json staged)
+    echo "  backends: nccl $n calls, staged $s calls"
+    if shared $np; then
+      [ "$n" = 0 ] && [ "$s" -gt 0 ]; result $? "statistics show staged calls and none on NCCL, which refuses ranks that share a GPU, $np ranks"
+    else
+      [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
+    fi
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
+    cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_STATS=$B/f.$np.json -x COLLMUX_LOG=info $B/colltest_cuda > $B/fus.$np 2> $B/fus.$np.err
+    cmp -s $B/host.$np $B/fus.$np; result $? "colltest on device buffers, $np ranks, fused up to 8 MiB: same results as host MPI"
+    cmp -s $B/host.$np $B/fus.$np || { grep -v '^\[' $B/fus.$np.err | head -20; diff $B/host.$np $B/fus.$np | head; }
+    f=$(calls $B/f.$np.json fused); echo "  fused $f calls ($(grep -m1 'fused' $B/fus.$np.err))"
+    [ "$f" -gt 0 ] || [ "$np" = 1 -a "$f" -ge 0 ]; result $? "statistics show fused calls, $np ranks"
+    # COLLMUX_FUSED_LINGER=0: the resident kernel stops after every job, so
+    # every call races its stop against the next doorbell and relaunches
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_LINGER=0 $B/colltest_cuda > $B/fus0.$np 2> $B/fus0.$np.err
+    cmp -s $B/host.$np $B/fus0.$np; result $? "colltest on device buffers, $np ranks, fused, resident kernel relaunched for every call"
+    for algo in oneshot twoshot; do
+      run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_ALGO=$algo $B/colltest_cuda > $B/fus$algo.$np 2> $B/fus$algo.$np.err
+      cmp -s $B/host.$np $B/fus$algo.$np; result $? "colltest on device buffers, $np ranks, fused, every all-reduce $algo (COLLMUX_FUSED_ALGO=$algo)"
+    done
+  done
+}
 if [ "${ONLY:-}" = ops ]; then
   ops_suite
 elif [ "${ONLY:-}" = overlap ]; then
   overlap_suite
 elif [ "${ONLY:-}" = faults ]; then
   faults_suite
+elif [ "${ONLY:-}" = coll ]; then
+  coll_suite
 else
 overlap_suite
 ops_suite
-
-for np in $(seq $FIRST "$RANKS"); do
-  run $np $B/colltest > $B/host.$np 2>&1
-  run $np "${X[@]}" -x COLLMUX_STATS=$B/s.$np.json -x COLLMUX_CHECK=1 $B/colltest_cuda > $B/dev.$np 2> $B/dev.$np.err
-  rc=$?
-  cmp -s $B/host.$np $B/dev.$np && grep -q "$np ranks, 0 failures" $B/dev.$np && [ $rc = 0 ]
-  result $? "colltest on device buffers, $np ranks: same results as host MPI (COLLMUX_CHECK=1)"
-  [ $rc = 0 ] || { tail -20 $B/dev.$np.err; diff $B/host.$np $B/dev.$np | head -10; }
-  n=$(calls $B/s.$np.json nccl); s=$(calls $B/s.$np.json staged)
-  echo "  backends: nccl $n calls, staged $s calls"
-  if shared $np; then
-    [ "$n" = 0 ] && [ "$s" -gt 0 ]; result $? "statistics show staged calls and none on NCCL, which refuses ranks that share a GPU, $np ranks"
-  else
-    [ "$n" -gt 0 ] && [ "$s" -gt 0 ]; result $? "statistics show both nccl and staged calls, $np ranks"
-  fi
-  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:staged' $B/colltest_cuda > $B/stg.$np 2> $B/stg.$np.err
-  cmp -s $B/host.$np $B/stg.$np; result $? "colltest on device buffers, $np ranks, all staged"
-  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_STATS=$B/f.$np.json -x COLLMUX_LOG=info $B/colltest_cuda > $B/fus.$np 2> $B/fus.$np.err
-  cmp -s $B/host.$np $B/fus.$np; result $? "colltest on device buffers, $np ranks, fused up to 8 MiB: same results as host MPI"
-  cmp -s $B/host.$np $B/fus.$np || { grep -v '^\[' $B/fus.$np.err | head -20; diff $B/host.$np $B/fus.$np | head; }
-  f=$(calls $B/f.$np.json fused); echo "  fused $f calls ($(grep -m1 'fused' $B/fus.$np.err))"
-  [ "$f" -gt 0 ] || [ "$np" = 1 -a "$f" -ge 0 ]; result $? "statistics show fused calls, $np ranks"
-  # COLLMUX_FUSED_LINGER=0: the resident kernel stops after every job, so
-  # every call races its stop against the next doorbell and relaunches
-  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_LINGER=0 $B/colltest_cuda > $B/fus0.$np 2> $B/fus0.$np.err
-  cmp -s $B/host.$np $B/fus0.$np; result $? "colltest on device buffers, $np ranks, fused, resident kernel relaunched for every call"
-  for algo in oneshot twoshot; do
-    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:0-8M:fused' -x COLLMUX_FUSED_ALGO=$algo $B/colltest_cuda > $B/fus$algo.$np 2> $B/fus$algo.$np.err
-    cmp -s $B/host.$np $B/fus$algo.$np; result $? "colltest on device buffers, $np ranks, fused, every all-reduce $algo (COLLMUX_FUSED_ALGO=$algo)"
-  done
-done
+coll_suite
 
 # nonblocking and persistent collectives with every completion call
 # (nbtest), point-to-point in every mode (p2ptest, whose mixed pairs send
@@ -354,7 +362,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
 cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
 $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
-run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
+run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE "${MPSX[@]}" -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
 grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
 result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
 

@@ -176,15 +176,15 @@ func TestFusedPlacement(t *testing.T) {
 	cases := []struct {
 		name, places, want string // places: HOST:BUS:MPS a rank
 	}{
-		{"a GPU each", "n:gpu0:0 n:gpu1:0", "ok 1"},
-		{"one rank", "n:gpu0:0", "ok 1"},
+		{"a GPU each", "n:gpu0:0 n:gpu1:0", "ok"},
+		{"one rank", "n:gpu0:0", "ok"},
 		{"two nodes", "n:gpu0:0 m:gpu1:0", "the ranks span several nodes"},
 		{"one GPU, no MPS", "n:gpu0:0 n:gpu0:0", shared},
-		{"one GPU, MPS", "n:gpu0:1 n:gpu0:1", "ok 2"},
+		{"one GPU, MPS", "n:gpu0:1 n:gpu0:1", "ok"},
 		{"one GPU, MPS on one rank only", "n:gpu0:1 n:gpu0:0", shared},
-		{"four ranks on two GPUs under MPS", "n:gpu0:1 n:gpu1:1 n:gpu0:1 n:gpu1:1", "ok 2"},
-		{"MPS on the GPU shared, not on the other", "n:gpu0:1 n:gpu0:1 n:gpu1:0", "ok 2"},
-		{"three of four ranks on one GPU", "n:gpu0:1 n:gpu0:1 n:gpu1:1 n:gpu0:1", "ok 3"},
+		{"four ranks on two GPUs under MPS", "n:gpu0:1 n:gpu1:1 n:gpu0:1 n:gpu1:1", "ok"},
+		{"MPS on the GPU shared, not on the other", "n:gpu0:1 n:gpu0:1 n:gpu1:0", "ok"},
+		{"three of four ranks on one GPU", "n:gpu0:1 n:gpu0:1 n:gpu1:1 n:gpu0:1", "ok"},
 		{"the third rank shares without MPS", "n:gpu0:1 n:gpu1:0 n:gpu1:0", shared},
 	}
 	lines := make([]string, len(cases))

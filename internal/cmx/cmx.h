@@ -459,10 +459,11 @@ void *cmx_cuda_mapped(size_t n, void **dptr);
 int cmx_cublas_ready(void); /* cuBLAS loaded (at the first call) and a handle made */
 int cmx_cublas_gemv(void *stream, int dtype, int m, int k, int batch, const void *a, long long lda, const void *x, long long ldx, void *y,
 		    int ytype, long long ldy);
-/* row-major C (rows x n, row stride ldc) = A (rows x k, lda) B (k x n,
- * ldb), all of element type dtype, accumulated in fp32, queued on stream */
+/* row-major C (rows x n, row stride ldc, element type ctype) = A (rows x
+ * k, lda) B (k x n, ldb), both of element type dtype, accumulated in
+ * fp32, queued on stream */
 int cmx_cublas_gemm(void *stream, int dtype, int rows, int n, int k, const void *a, long long lda, const void *b, long long ldb, void *c,
-		    long long ldc);
+		    int ctype, long long ldc);
 
 /* ---- the copy engines (copy/) ---- */
 int cmx_copy_run(cmx_comm *c, const cmx_args *a, int *rc);
@@ -586,6 +587,8 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int k, int n, int experts, const void *a,
 			  long long lda, const void *b, const long long *rows, const long long *dest, void *out, long long out_rows,
 			  long long capacity);
+int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
+			       long long lda, const void *b, long long ldb, void *out, long long ldo);
 void *cmx_ops_symm_alloc(cmx_comm *comm, const char *no_comm, size_t bytes);
 int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p);
 /* The region of the send (which=0) or receive (which=1) buffer this rank's

@@ -21,8 +21,8 @@ same shapes. Errors raise collmux.Error, with the library's message on
 stderr.
 
 With PyTorch, the operations are registered as torch.ops.collmux.
-gemv_allreduce(comm_handle, a, x), embedding_alltoall and gemm_alltoall
-(register_torch_ops() says their arguments), so that they can sit in a
+gemv_allreduce(comm_handle, a, x), embedding_alltoall, gemm_alltoall and
+gemm_reducescatter (register_torch_ops() says their arguments), so that they can sit in a
 torch.compile graph (comm_handle is comm.py2f()): on import when PyTorch
 is imported already, else by register_torch_ops().
 """
@@ -30,8 +30,9 @@ is imported already, else by register_torch_ops().
 import ctypes
 import os
 import sys
+from typing import List
 
-__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemv_allreduce", "symm_empty", "symm_free", "library", "register_torch_ops",
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemm_reducescatter", "gemv_allreduce", "symm_empty", "symm_free", "library", "register_torch_ops",
            "version"]
 
 # Element types, as in collmux.h.
@@ -69,6 +70,10 @@ def library():
     g.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                   ctypes.c_longlong, ctypes.c_void_p, ctypes.POINTER(ctypes.c_longlong), ctypes.POINTER(ctypes.c_longlong),
                   ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong]
+    r = lib.collmux_gemm_reducescatter
+    r.restype = ctypes.c_int
+    r.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                  ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong]
     lib.collmux_symm_alloc.restype = ctypes.c_void_p
     lib.collmux_symm_alloc.argtypes = [ctypes.c_int, ctypes.c_size_t]
     lib.collmux_symm_free.restype = ctypes.c_int
@@ -94,11 +99,14 @@ def _handle(comm):
 def _size_rank(comm):
     """(size, rank) of an mpi4py communicator or of its py2f() handle (as
     the torch.ops forms pass it)."""
-    if isinstance(comm, int):
-        from mpi4py import MPI
-        comm = MPI.Comm.f2py(comm)
     if not hasattr(comm, "size"):
-        raise TypeError("collmux: comm must be an mpi4py communicator or its py2f() handle, not %s" % type(comm).__name__)
+        try:
+            handle = int(comm)  # an int, or a SymInt where torch.compile traces
+        except (TypeError, ValueError):
+            raise TypeError("collmux: comm must be an mpi4py communicator or its py2f() handle, not %s"
+                            % type(comm).__name__) from None
+        from mpi4py import MPI
+        comm = MPI.Comm.f2py(handle)
     return comm.size, comm.rank
 
 
@@ -298,6 +306,39 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     return out
 
 
+def gemm_reducescatter(comm, a, b, out=None):
+    """A row-parallel linear layer with its output reduce-scattered by rows
+    (sequence parallelism), in one operation (PyTorch).
+
+    a: (m, k), this rank's slice of the input's columns (rows contiguous);
+    b: (k, n), the matching rows of the weight (rows contiguous); k may
+    differ between ranks, m and n may not. Returns (or fills) out: this
+    rank's rows of the sum over ranks of a @ b, rows m * rank // size to
+    m * (rank + 1) // size - 1, (those rows, n), each rank's partial in
+    fp32, summed in rank order and rounded once."""
+    import torch
+    handle = _handle(comm)
+    size, me = _size_rank(comm)
+    A, B = _Array(a, "a"), _Array(b, "b")
+    m, k, lda = A.rows("a")
+    kb, n, ldb = B.rows("b")
+    if len(A.shape) != 2 or len(B.shape) != 2 or kb != k or B.dtype != A.dtype or b.device != a.device:
+        raise ValueError("collmux: a must be (m, k) and b (k, n), of one type on one device")
+    mine = m * (me + 1) // size - m * me // size
+    if out is None:
+        out = a.new_empty((mine, n))
+    O = _Array(out, "out")
+    rows, cols, ldo = O.rows("out") if mine else (0, n, n)
+    if tuple(out.shape) != (mine, n) or O.dtype != A.dtype or out.device != a.device:
+        raise ValueError("collmux: out must be (%d, %d) of a's type on a's device" % (mine, n))
+    with torch.cuda.device(a.device):
+        rc = library().collmux_gemm_reducescatter(handle, A.stream, A.dtype, m, n, k, A.ptr if a.numel() else None, lda,
+                                                  B.ptr if b.numel() else None, ldb, O.ptr if mine else None, ldo)
+    if rc != 0:
+        raise Error("collmux_gemm_reducescatter failed (its reason is on stderr)")
+    return out
+
+
 class _SymmBytes:
     """collmux_symm_alloc's memory, as a CUDA array of bytes for PyTorch to
     view; it owns the allocation until symm_free."""
@@ -344,11 +385,14 @@ _torch_ops = False
 
 
 def register_torch_ops():
-    """Registers torch.ops.collmux.gemv_allreduce, embedding_alltoall and
-    gemm_alltoall (once; PyTorch 2.4 or later), whose fake forms give
+    """Registers torch.ops.collmux.gemv_allreduce, embedding_alltoall,
+    gemm_alltoall and gemm_reducescatter (once; PyTorch 2.4 or later), whose fake forms give
     torch.compile the outputs' shapes. Each takes the communicator as its
     py2f() handle, and the lists flat (rows and dest of gemm_alltoall
-    experts x size, expert-major); each returns a new tensor."""
+    experts x size, expert-major); each returns a new tensor. They are
+    declared free of side effects, so a compiled graph may drop one whose
+    result it never uses: every rank compiles the same graph and drops it
+    alike."""
     global _torch_ops
     if _torch_ops:
         return
@@ -363,7 +407,7 @@ def register_torch_ops():
         return x.new_empty((a.shape[0],) if x.dim() == 1 else (x.shape[0], a.shape[0]))
 
     @torch.library.custom_op("collmux::embedding_alltoall", mutates_args=())
-    def _embedding_alltoall(comm: int, weights: torch.Tensor, rows: list[int], offsets: torch.Tensor,
+    def _embedding_alltoall(comm: int, weights: torch.Tensor, rows: List[int], offsets: torch.Tensor,
                             indices: torch.Tensor, batch: int, table_first: int, tables_total: int,
                             mode: str) -> torch.Tensor:
         return embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode=mode)
@@ -374,13 +418,23 @@ def register_torch_ops():
         return weights.new_empty((_samples(batch, n, me), tables_total, weights.shape[1]))
 
     @torch.library.custom_op("collmux::gemm_alltoall", mutates_args=())
-    def _gemm_alltoall(comm: int, a: torch.Tensor, b: torch.Tensor, rows: list[int], dest: list[int], out_rows: int,
+    def _gemm_alltoall(comm: int, a: torch.Tensor, b: torch.Tensor, rows: List[int], dest: List[int], out_rows: int,
                        capacity: int) -> torch.Tensor:
         return gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity)
 
     @_gemm_alltoall.register_fake
     def _(comm, a, b, rows, dest, out_rows, capacity):
         return a.new_empty((out_rows, b.shape[2]))
+
+    @torch.library.custom_op("collmux::gemm_reducescatter", mutates_args=())
+    def _gemm_reducescatter(comm: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return gemm_reducescatter(comm, a, b)
+
+    @_gemm_reducescatter.register_fake
+    def _(comm, a, b):
+        size, me = _size_rank(comm)
+        m = a.shape[0]
+        return a.new_empty((m * (me + 1) // size - m * me // size, b.shape[1]))
 
     _torch_ops = True
 

@@ -11,9 +11,8 @@
  *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
  *                                the workspace every rank offers, or "none".
  *   seq S                        the job numbers after and before S: "NEXT PREV".
- *   place HOST:BUS:MPS ...       each rank's place (MPS 0 or 1): "ok N" (N the
- *                                most ranks on one GPU), or why the ranks
- *                                cannot share workspaces.
+ *   place HOST:BUS:MPS ...       each rank's place (MPS 0 or 1): "ok", or why
+ *                                the ranks cannot share workspaces.
  */
 #include <stdio.h>
 #include <string.h>
@@ -101,10 +100,7 @@ static int place(char *line)
 		if (n == CMX_MAX_RANKS || sscanf(w, "%63[^:]:%31[^:]:%d", at[n].host, at[n].bus, &at[n].mps) != 3)
 			return 0;
 	const char *why = cmx_fused_placement(at, sizeof *at, n);
-	if (why)
-		puts(why);
-	else
-		printf("ok %d\n", cmx_fused_sharing(at, sizeof *at, n));
+	puts(why ? why : "ok");
 	return 1;
 }
 

@@ -28,6 +28,7 @@ static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, cons
 		      const long long *, void *);
 static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long, const void *, const long long *, const long long *, void *,
 		       long long, long long);
+static int (*gemm_rs)(int, void *, int, long long, int, int, const void *, long long, const void *, long long, void *, long long);
 static void *(*symm_alloc)(int, size_t);
 static int (*symm_free)(int, void *);
 
@@ -112,13 +113,12 @@ static float value(int c, int r, int which, size_t i)
  * cannot serve the communicator: ranks that share a GPU), whose partials
  * are rounded to the element type before NCCL sums them; the other forms
  * round once. */
-static int no_nccl; /* MPI_COMM_WORLD's ranks share a GPU */
-static int nccl_form(MPI_Comm comm, int batch)
+static int nccl_form(int shared, int batch)
 {
 	const char *algo = getenv("COLLMUX_OPS_ALGO");
 	if (algo && *algo && strcmp(algo, "auto") != 0)
 		return strcmp(algo, "nccl") == 0;
-	return batch > 1 && !(no_nccl && comm == MPI_COMM_WORLD);
+	return batch > 1 && !shared;
 }
 
 typedef struct {
@@ -293,6 +293,57 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 	free(ha), free(hb), free(hout);
 }
 
+/* A GEMM + reduce-scatter case: rank r holds a (m x k + r * kstep, row
+ * stride lda = its k + 5) and b (its k x ncol, ldb = ncol + 3); this rank
+ * must get its rows block of the sum over ranks, ldo = ncol + 1. Inputs
+ * are multiples of 1/8, so every partial and the sum are exact in fp32:
+ * the host's sum rounded once, bit for bit. The call is made reps times on
+ * alternating streams with no host synchronisation between. */
+static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int ncol, cudaStream_t *st, int reps)
+{
+	int me, n;
+	MPI_Comm_rank(comm, &me);
+	MPI_Comm_size(comm, &n);
+	const size_t es = (size_t)esize[t];
+	const int k = k0 + me * kstep, lda = k + 5, ldb = ncol + 3, ldo = ncol + 1;
+	const long long r0 = m * me / n, mine = m * (me + 1) / n - r0;
+	void *ha = calloc((size_t)(m * lda + 1), es), *hb = calloc((size_t)k * ldb + 1, es), *hout = calloc((size_t)(mine * ldo + 1), es);
+	for (long long r = 0; r < m; r++)
+		for (int i = 0; i < k; i++)
+			put(ha, (size_t)(r * lda + i), t, value(c, me, 0, (size_t)(r * k + i)));
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < ncol; j++)
+			put(hb, (size_t)i * ldb + j, t, value(c, me, 1, (size_t)i * ncol + j));
+	void *da, *db, *dout;
+	CUDA_OK(cudaMalloc(&da, (size_t)(m * lda + 1) * es));
+	CUDA_OK(cudaMalloc(&db, ((size_t)k * ldb + 1) * es));
+	CUDA_OK(cudaMalloc(&dout, (size_t)(mine * ldo + 1) * es));
+	CUDA_OK(cudaMemcpy(da, ha, (size_t)(m * lda) * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(db, hb, (size_t)k * ldb * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemset(dout, 0x7f, (size_t)(mine * ldo) * es));
+	for (int i = 0; i < reps; i++) {
+		const int rc = gemm_rs(MPI_Comm_c2f(comm), st[i % 2], t, m, ncol, k, da, lda, db, ldb, dout, ldo);
+		if (rc != 0)
+			fail("reduce-scatter case %d (type %d, m %d): returned %d", c, t, (int)m, rc);
+	}
+	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemcpy(hout, dout, (size_t)(mine * ldo) * es, cudaMemcpyDeviceToHost));
+	int bad = 0;
+	for (long long r = 0; r < mine; r++)
+		for (int j = 0; j < ncol; j++) {
+			double sum = 0;
+			for (int q = 0; q < n; q++) {
+				const int kq = k0 + q * kstep;
+				for (int i = 0; i < kq; i++)
+					sum += (double)value(c, q, 0, (size_t)((r0 + r) * kq + i)) * value(c, q, 1, (size_t)i * ncol + j);
+			}
+			if (get(hout, (size_t)(r * ldo + j), t) != rounded((float)sum, t) && bad++ < 3)
+				fail("reduce-scatter case %d (type %d): row %d col %d is not the host's sum", c, t, (int)(r0 + r), j);
+		}
+	cudaFree(da), cudaFree(db), cudaFree(dout);
+	free(ha), free(hb), free(hout);
+}
+
 /* One case on comm: every rank's inputs made, the call made `reps`
  * times, alternating between two streams with no host synchronisation
  * between them, then the result checked against the exact reference and
@@ -302,7 +353,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 	int me, n;
 	MPI_Comm_rank(comm, &me);
 	MPI_Comm_size(comm, &n);
-	const int k = s.k + me * s.kstep, lda = k + s.pad, ldx = k + 2 * s.pad, ldy = s.m + s.pad;
+	const int k = s.k + me * s.kstep, lda = k + s.pad, ldx = k + 2 * s.pad, ldy = s.m + s.pad, shared = gpu_shared(comm);
 	const size_t es = (size_t)esize[t];
 	void *ha = calloc((size_t)s.m * lda + 1, es), *hx = calloc((size_t)s.batch * ldx + 1, es), *hy = calloc((size_t)s.batch * ldy, es);
 	for (int i = 0; i < s.m; i++)
@@ -342,7 +393,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 			const float got = get(hy, (size_t)b * ldy + i, t);
 			/* NCCL adds 3 or more ranks' rounded partials in its own order:
 			 * then within an ulp per rank of the rank-order sum */
-			const int ok = !nccl_form(comm, s.batch) ? got == rounded(ref, t) : n <= 2 ? got == nref : fabsf(got - nref) <= n * ulp(nref, t);
+			const int ok = !nccl_form(shared, s.batch) ? got == rounded(ref, t) : n <= 2 ? got == nref : fabsf(got - nref) <= n * ulp(nref, t);
 			if (!ok && bad++ < 3)
 				fail("case %d (type %d): y[%d][%d] is not the exact sum", c, t, b, i);
 		}
@@ -362,13 +413,13 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 int main(int argc, char **argv)
 {
 	gpu_mpi_start(&argc, &argv, &rank, &size);
-	no_nccl = gpu_shared(MPI_COMM_WORLD);
 	if (!(*(void **)&gemv_ar = dlsym(RTLD_DEFAULT, "collmux_gemv_allreduce"))) {
 		fprintf(stderr, "fusedops: collmux_gemv_allreduce not found: preload libcollmux.so\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	*(void **)&emb_a2a = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall");
 	*(void **)&gemm_a2a = dlsym(RTLD_DEFAULT, "collmux_gemm_alltoall");
+	*(void **)&gemm_rs = dlsym(RTLD_DEFAULT, "collmux_gemm_reducescatter");
 	*(void **)&symm_alloc = dlsym(RTLD_DEFAULT, "collmux_symm_alloc");
 	*(void **)&symm_free = dlsym(RTLD_DEFAULT, "collmux_symm_free");
 	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
@@ -380,6 +431,8 @@ int main(int argc, char **argv)
 		const long long one = 1, zero = 0;
 		if (gemm_a2a && gemm_a2a(MPI_Comm_c2f(MPI_COMM_SELF), 0, COLLMUX_FLOAT32, 16, 16, 1, d, 16, d, &one, &zero, d, 1, 1) != -1)
 			fail("collmux_gemm_alltoall did not return -1 without kernels", 0, 0, 0, 0);
+		if (gemm_rs && gemm_rs(MPI_Comm_c2f(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 16, 16, 16, d, 16, d, 16, d, 16) != -1)
+			fail("collmux_gemm_reducescatter did not return -1 without kernels", 0, 0, 0, 0);
 		/* every rank refuses alike, with no rank left in a collective step */
 		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096) != NULL)
 			fail("collmux_symm_alloc did not return NULL without kernels", 0, 0, 0, 0);
@@ -451,6 +504,19 @@ int main(int argc, char **argv)
 	} else {
 		fail("collmux_gemm_alltoall not found", 0, 0, 0, 0);
 	}
+	/* GEMM + reduce-scatter: every type, blocks of unequal rows (m not a
+	 * multiple of the ranks), fewer rows than ranks (some blocks empty),
+	 * k differing between ranks and k = 0 on rank 0, repeated calls on two
+	 * streams, one rank alone */
+	if (gemm_rs) {
+		rs(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 37, 16, 3, 24, st, 1);
+		rs(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 512, 128, 0, 256, st, 3);
+		rs(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 1, 8, 1, 7, st, 1);
+		rs(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 64, 0, 5, 33, st, 2);
+		rs(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, 40, 64, 0, 100, st, 1);
+	} else {
+		fail("collmux_gemm_reducescatter not found", 0, 0, 0, 0);
+	}
 	/* the errors promised: every rank gets -1 and nothing is queued */
 	void *d;
 	CUDA_OK(cudaMalloc(&d, 1 << 20));
@@ -464,6 +530,9 @@ int main(int argc, char **argv)
 		gemv_ar(MPI_Comm_c2f(MPI_COMM_NULL), 0, COLLMUX_FLOAT32, 8, 8, 1, d, 8, d, 8, d, 8), /* no communicator */
 		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, host, 8, host, NULL, NULL, host, 4, 4) : -1, /* host buffers */
 		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, d, 8, d, NULL, NULL, d, 5, 4) : -1,          /* out_rows > capacity */
+		gemm_rs ? gemm_rs(f, 0, COLLMUX_FLOAT32, 64, 8, 8, host, 8, host, 8, host, 8) : -1,               /* host buffers */
+		gemm_rs ? gemm_rs(f, 0, COLLMUX_FLOAT32, 64, 8, 8, d, 4, d, 8, d, 8) : -1,                        /* lda < k */
+		gemm_rs ? gemm_rs(f, 0, 5, 64, 8, 8, d, 8, d, 8, d, 8) : -1,                                     /* no such type */
 	};
 	for (int i = 0; i < (int)(sizeof errs / sizeof errs[0]); i++)
 		if (errs[i] != -1)

@@ -6,7 +6,9 @@ operation as torch.ops.collmux.gemv_allreduce, also inside a
 torch.compile graph (fullgraph); and on CuPy arrays. collmux.embedding_alltoall
 against torch's EmbeddingBag over all the tables, each rank's samples;
 collmux.gemm_alltoall against torch's products of each rank's tokens; both
-again as torch.ops.collmux operators, alone and in a torch.compile graph.
+again as torch.ops.collmux operators, alone and in a torch.compile graph;
+collmux.gemm_reducescatter against the full product's rows of each rank,
+and as an operator.
 Prints
 "fusedops_torch: N ranks, F failures"."""
 import hashlib
@@ -148,6 +150,32 @@ for dtype, k, n in [(torch.bfloat16, 256, 96), (torch.float32, 40, 33)]:
     got = torch.compile(combine, backend="aot_eager", fullgraph=True)(*args)
     expect(f"gemm_alltoall {dtype}: torch.compile graph", torch.equal(got, out * 2))
     collmux.symm_free(comm, symm)
+
+# GEMM + reduce-scatter as a row-parallel linear layer under sequence
+# parallelism: each rank holds a column slice of the input and the
+# matching rows of the weight (uneven slices), and gets its rows of the
+# product; the same as torch.ops.collmux.gemm_reducescatter, alone and in
+# a compiled graph
+gr = torch.Generator(device="cpu").manual_seed(17)
+for dtype, m, K, n in [(torch.bfloat16, 1024, 1536, 512), (torch.float32, 37, 40, 24)]:
+    x = torch.randn(m, K, generator=gr).to(dtype).to(dev)
+    w = (torch.randn(K, n, generator=gr) / K ** 0.5).to(dtype).to(dev)
+    bounds = [K * r // size for r in range(size + 1)]
+    k0, k1 = bounds[rank], bounds[rank + 1]
+    r0, r1 = m * rank // size, m * (rank + 1) // size
+    xs, ws = x[:, k0:k1], w[k0:k1]  # a column slice: row stride K
+    y = collmux.gemm_reducescatter(comm, xs, ws)
+    ref = (x.float() @ w.float())[r0:r1]
+    torch.cuda.synchronize()
+    err = ((y.float() - ref).abs().max() / ref.abs().max()).item() if y.numel() else 0.0
+    expect(f"gemm_reducescatter {dtype} ({m},{K},{n}): {err:.2e} from the full product", tuple(y.shape) == (r1 - r0, n) and err < 2e-2)
+    expect(f"gemm_reducescatter {dtype}: torch.ops gives the same",
+           torch.equal(torch.ops.collmux.gemm_reducescatter(comm.py2f(), xs, ws), y))
+
+    def rowpar(h, a, b):
+        return torch.ops.collmux.gemm_reducescatter(h, a, b) + 1
+    got = torch.compile(rowpar, backend="aot_eager", fullgraph=True)(comm.py2f(), xs, ws)
+    expect(f"gemm_reducescatter {dtype}: torch.compile graph", torch.equal(got, y + 1))
 
 nbad = comm.allreduce(len(bad))
 if rank == 0:
