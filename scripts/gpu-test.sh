@@ -132,7 +132,7 @@ ops_suite() {
       [ $np = "$RANKS" ] || [ $algo = auto ] || continue
       run $np "${X[@]}" -x COLLMUX_TIMEOUT=20 -x COLLMUX_OPS_ALGO=$algo $B/fusedops > $B/fo.$np 2> $B/fo.$np.err
       grep -q "$np ranks, 0 failures" $B/fo.$np
-      result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
+      result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, GEMM + reduce-scatter, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
       grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
     done
   done
