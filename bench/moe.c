@@ -41,8 +41,7 @@ static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long,
 		       long long, long long);
 static void *(*symm_alloc)(int, size_t);
 /* cuBLAS, as collmux loads it: the unfused contenders' GEMMs */
-static int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *, void *,
-		      int, int, int, int);
+static ops_gemm_ex_t gemm_ex;
 static void *blas;
 
 typedef struct {
@@ -56,7 +55,6 @@ typedef struct {
 /* block (e, p)'s product into the send buffer, laid out by destination */
 static void gemms(const prob *p)
 {
-	enum { OP_N = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
 	const float one = 1, zero = 0;
 	long long arow = 0;
 	for (int e = 0; e < p->experts; e++)
@@ -67,9 +65,9 @@ static void gemms(const prob *p)
 			for (int ee = 0; ee < e; ee++)
 				at += p->rows[ee * size + q];
 			if (r)
-				gemm_ex(blas, OP_N, OP_N, p->n, (int)r, p->k, &one, (const char *)p->b + (size_t)e * p->k * p->n * 2, R_16BF, p->n,
-					(const char *)p->a + (size_t)arow * p->k * 2, R_16BF, p->k, &zero, (char *)p->send + (size_t)at * p->n * 2,
-					R_16BF, p->n, COMPUTE_32F, GEMM_DEFAULT);
+				gemm_ex(blas, OPS_OP_N, OPS_OP_N, p->n, (int)r, p->k, &one, (const char *)p->b + (size_t)e * p->k * p->n * 2,
+					OPS_R_16BF, p->n, (const char *)p->a + (size_t)arow * p->k * 2, OPS_R_16BF, p->k, &zero,
+					(char *)p->send + (size_t)at * p->n * 2, OPS_R_16BF, p->n, OPS_COMPUTE_32F, OPS_GEMM_DEFAULT);
 			arow += r;
 		}
 }
@@ -114,23 +112,10 @@ int main(int argc, char **argv)
 	p.k = argc > 2 ? atoi(argv[2]) : 4096;
 	p.n = argc > 3 ? atoi(argv[3]) : 4096;
 	p.experts = argc > 4 ? atoi(argv[4]) : 8;
-	void *h = NULL;
-	for (const char **name = (const char *[]){"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL}; *name && !h; name++)
-		h = dlopen(*name, RTLD_NOW);
-	int (*create)(void **) = NULL, (*set_stream)(void *, void *) = NULL, (*set_math)(void *, int) = NULL;
-	if (h) {
-		*(void **)&create = dlsym(h, "cublasCreate_v2");
-		*(void **)&set_stream = dlsym(h, "cublasSetStream_v2");
-		*(void **)&set_math = dlsym(h, "cublasSetMathMode");
-		*(void **)&gemm_ex = dlsym(h, "cublasGemmEx");
-	}
-	if (!create || !set_stream || !set_math || !gemm_ex || size > 8 || p.experts < 1 || p.experts * size > MAX_BLOCKS) {
+	if (!(blas = ops_cublas(st, &gemm_ex)) || size > 8 || p.experts < 1 || p.experts * size > MAX_BLOCKS) {
 		fprintf(stderr, "moe: needs cuBLAS, at most 8 ranks and 1 to 64 experts a rank\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	create(&blas);
-	set_stream(blas, st);
-	set_math(blas, 16); /* as collmux's handle: split-K sums in fp32 (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) */
 	MPI_Type_contiguous(p.n * 2, MPI_BYTE, &p.row_t);
 	MPI_Type_commit(&p.row_t);
 	/* every rank sends tokens / (experts x size) rows to each expert of

@@ -1,7 +1,8 @@
 /*
  * What the fused operations' benchmarks (bench/fusedops.c,
- * bench/embedding.c) share: the NCCL communicator and stream of the
- * unfused baseline, and the clock: how long one call of a contender
+ * bench/embedding.c, bench/moe.c, bench/rs.c) share: the NCCL
+ * communicator and stream of the unfused baseline, cuBLAS for its GEMMs,
+ * and the clock: how long one call of a contender
  * takes, in µs, as the median of `rounds` rounds of `iters` calls queued
  * back to back on the GPU, each round's time the slowest rank's, after
  * `warm` calls.
@@ -44,6 +45,33 @@ static void *ops_start(int *argc, char ***argv, int *rank, int *size, const char
 	}
 	ops_nccl_setup(nccl, st);
 	return fn;
+}
+
+/* cublasGemmEx, and its constants the benchmarks use */
+typedef int (*ops_gemm_ex_t)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
+			     void *, int, int, int, int);
+enum { OPS_OP_N = 0, OPS_R_32F = 0, OPS_R_16BF = 14, OPS_COMPUTE_32F = 68, OPS_GEMM_DEFAULT = -1 };
+
+/* A cuBLAS handle on st, with collmux's own math mode (split-K sums in
+ * fp32: CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), and its
+ * cublasGemmEx; NULL where cuBLAS cannot be loaded. */
+static void *ops_cublas(cudaStream_t st, ops_gemm_ex_t *gemm_ex)
+{
+	void *h = NULL, *blas = NULL;
+	for (const char **name = (const char *[]){"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL}; *name && !h; name++)
+		h = dlopen(*name, RTLD_NOW);
+	int (*create)(void **) = NULL, (*set_stream)(void *, void *) = NULL, (*set_math)(void *, int) = NULL;
+	if (h) {
+		*(void **)&create = dlsym(h, "cublasCreate_v2");
+		*(void **)&set_stream = dlsym(h, "cublasSetStream_v2");
+		*(void **)&set_math = dlsym(h, "cublasSetMathMode");
+		*(void **)gemm_ex = dlsym(h, "cublasGemmEx");
+	}
+	if (!create || !set_stream || !set_math || !*gemm_ex || create(&blas) != 0)
+		return NULL;
+	set_stream(blas, st);
+	set_math(blas, 16);
+	return blas;
 }
 
 enum { OPS_MAX_ROUNDS = 31 };

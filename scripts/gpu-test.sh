@@ -90,6 +90,7 @@ mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/embedding_bench bench/embedding.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 mpicc -O2 -I$CUDA/include -o $B/moe_bench bench/moe.c -L$CUDA/lib64 -lcudart -lnccl -ldl
+mpicc -O2 -I$CUDA/include -o $B/rs_bench bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
@@ -430,6 +431,13 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
     done
   } > "$OUT/moe.csv" 2> $B/moe.err || tail -20 $B/moe.err
   cat "$OUT/moe.csv"
+  # row-parallel linear + reduce-scatter: a 70B-class and an 8B-class MLP down projection, and fewer tokens
+  { timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/rs_bench 8192 28672 8192
+    for s in "2048 28672 8192" "16384 14336 4096"; do
+      timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/rs_bench $s | tail -n +2
+    done
+  } > "$OUT/rs.csv" 2> $B/rs.err || tail -20 $B/rs.err
+  cat "$OUT/rs.csv"
 fi
 # BENCH=persist (and BENCH=1): an 8-byte device all-reduce blocking,
 # persistent (MPI_Start + MPI_Wait) and nonblocking, taking turns, on

@@ -34,6 +34,7 @@ var opShape = map[string][2]string{
 	"gemv_allreduce":     {"m", "batch"},
 	"embedding_alltoall": {"lookups", ""},
 	"gemm_alltoall":      {"tokens", "n"},
+	"gemm_reducescatter": {"m", "n"},
 }
 
 var contenderColor = []color.NRGBA{

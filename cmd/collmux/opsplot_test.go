@@ -26,6 +26,11 @@ func TestPlotOps(t *testing.T) {
 		"gemm_alltoall,4096,4096,4096,8,1,b:cublas+MPI_Alltoallv(collmux),233.3,0.908\n" +
 		"gemm_alltoall,4096,4096,4096,8,1,d:collmux-fused,226.0,0.937\n" +
 		"gemm_alltoall,4096,4096,4096,8,1,gemm-alone,193.7,1.094\n"
+	rs := "op,m,k,n,ranks,contender,us,speedup_vs_a\n" +
+		"gemm_reducescatter,8192,28672,8192,2,a:cublas+nccl-reducescatter,2100.0,1.000\n" +
+		"gemm_reducescatter,8192,28672,8192,2,d:collmux-fused,1900.0,1.105\n" +
+		"gemm_reducescatter,4096,28672,8192,2,a:cublas+nccl-reducescatter,1100.0,1.000\n" +
+		"gemm_reducescatter,4096,28672,8192,2,d:collmux-fused,1000.0,1.100\n"
 	for _, tc := range []struct {
 		name, csv string
 		files     []string // the PNGs written, or nil when it must fail
@@ -34,6 +39,7 @@ func TestPlotOps(t *testing.T) {
 		{"gemv", gemv, []string{"gemv_allreduce-batch1.png", "gemv_allreduce-batch4.png"}, ""},
 		{"embedding", emb, []string{"embedding_alltoall.png"}, ""},
 		{"moe", moe, []string{"gemm_alltoall-n4096.png"}, ""},
+		{"reduce-scatter", rs, []string{"gemm_reducescatter-n8192.png"}, ""},
 		{"no header", "gemv_allreduce,1,1,1,2,a:x,1,1,0\n", nil, "before the header"},
 		{"unknown op", "op,contender,us\nallgather,a:x,1\n", nil, "is not one this command knows"},
 		{"bad time", strings.Replace(emb, "250.2", "-3", 1), nil, "not a positive number"},
