@@ -95,6 +95,8 @@ static int settled(struct cmx_ops *o)
 
 static const char not_device[] = "a, x and y must be in device memory";
 
+static void *await_k; /* cmx_ops_await, looked up at set-up where some rank shares its GPU through MPS */
+
 /* Makes c's ops workspace of `bytes`, or a larger one in place of the one
  * it has: collective, decided alike on every rank (from the arguments
  * every rank passes alike, and agreements). args: this rank's buffers
@@ -152,6 +154,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		for (int p = 0; p < c->size && !why; p++)
 			mps |= all[p].at.mps;
 		free(all);
+		if (!why && mps && !cmx_fused_kernel("cmx_ops_await", &await_k)) /* consume() needs it then; agreed below */
+			why = "the fused kernels lack cmx_ops_await (a stale kernel cache?)";
 		if (!why && !(o = calloc(1, sizeof *o)))
 			why = "out of memory";
 		if (!why && !(o->err = cmx_cuda_mapped(sizeof *o->err, &o->err_d)))
@@ -322,8 +326,6 @@ static unsigned waiting_grid(const struct cmx_ops *o, uint64_t blocks)
 	return (unsigned)(blocks < 1 ? 1 : blocks < most ? blocks : most);
 }
 
-static void *await_k;
-
 /* Queues f (its argument arg), a kernel whose blocks raise this rank's
  * flags of tiles [first, first + tiles) (where raise says so) and wait for
  * every rank's: as it is; or, where ranks share a GPU through MPS, after
@@ -477,7 +479,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
 	if (!fsum || (fused && !f))
-		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	if (form == GEMV_NCCL) {
@@ -546,7 +548,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
 	void *fpool = cmx_fused_kernel(name, &pool_k[dtype]);
 	if (!fpool || !land_kernel())
-		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	struct {
 		const void *w;
 		const long long *offsets, *indices;
@@ -635,9 +637,9 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 		return -1;
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
-		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (k && !o->cublas) /* agreed at set-up, and k is every rank's: every rank refuses alike */
-		return fail(fn, c, "cuBLAS, which computes its blocks, is not available on every rank");
+		return refuse(fn, c, "cuBLAS, which computes its blocks, is not available on every rank");
 	/* out in symmetric memory, room for capacity rows: every rank must pass
 	 * one at the same offset (the digest tells a rank that did not) */
 	uint64_t off = 0;
@@ -705,19 +707,19 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t data = (uint64_t)size * (uint64_t)most * (uint64_t)n * 4;
 	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && (!mine || on_device(out));
-	if (admit(fn, c, stream, mine ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args))
+	if (admit(fn, c, stream, mine ? out : k ? a : NULL, OPS_FLAGS + 2 * (data + 256), bad, args)) /* NULL: the current context */
 		return -1;
 	struct cmx_ops *o = c->ops;
 	char name[32];
 	snprintf(name, sizeof name, "cmx_ops_rsum_%s", names[dtype]);
 	void *f = cmx_fused_kernel(name, &rsum_k[dtype]);
 	if (!f)
-		return fail(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!o->cublas) /* agreed at set-up: every rank refuses alike, whatever its k */
-		return fail(fn, c, "cuBLAS, which computes the partials, is not available on every rank");
+		return refuse(fn, c, "cuBLAS, which computes the partials, is not available on every rank");
 	const int64_t sh[] = {dtype, m, n}; /* k may differ between ranks */
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(mine ? out : a) || !begin(o, stream, &O, c, digest(sh, 3)))
+	if (!cmx_cuda_ctx_for(o->peer[me]) || !begin(o, stream, &O, c, digest(sh, 3)))
 		return fail(fn, c, "could not order the call after the communicator's last operation");
 	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
 	int ok = 1;

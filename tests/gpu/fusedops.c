@@ -295,10 +295,13 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 
 /* A GEMM + reduce-scatter case: rank r holds a (m x k + r * kstep, row
  * stride lda = its k + 5) and b (its k x ncol, ldb = ncol + 3); this rank
- * must get its rows block of the sum over ranks, ldo = ncol + 1. Inputs
- * are multiples of 1/8, so every partial and the sum are exact in fp32:
- * the host's sum rounded once, bit for bit. The call is made reps times on
- * alternating streams with no host synchronisation between. */
+ * must get its rows block of the sum over ranks, ldo = ncol + 1, whose
+ * last column must keep the 0x7f bytes it was filled with. Inputs are
+ * multiples of 1/8, so every partial and the sum are exact in fp32: the
+ * host's sum rounded once, bit for bit. The call is made reps times on
+ * alternating streams with no host synchronisation between, each time on
+ * inputs of its own (case c * 16 + i) into an output of its own, and every
+ * output is checked. */
 static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int ncol, cudaStream_t *st, int reps)
 {
 	int me, n;
@@ -308,39 +311,51 @@ static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int 
 	const int k = k0 + me * kstep, lda = k + 5, ldb = ncol + 3, ldo = ncol + 1;
 	const long long r0 = m * me / n, mine = m * (me + 1) / n - r0;
 	void *ha = calloc((size_t)(m * lda + 1), es), *hb = calloc((size_t)k * ldb + 1, es), *hout = calloc((size_t)(mine * ldo + 1), es);
-	for (long long r = 0; r < m; r++)
-		for (int i = 0; i < k; i++)
-			put(ha, (size_t)(r * lda + i), t, value(c, me, 0, (size_t)(r * k + i)));
-	for (int i = 0; i < k; i++)
-		for (int j = 0; j < ncol; j++)
-			put(hb, (size_t)i * ldb + j, t, value(c, me, 1, (size_t)i * ncol + j));
-	void *da, *db, *dout;
-	CUDA_OK(cudaMalloc(&da, (size_t)(m * lda + 1) * es));
-	CUDA_OK(cudaMalloc(&db, ((size_t)k * ldb + 1) * es));
-	CUDA_OK(cudaMalloc(&dout, (size_t)(mine * ldo + 1) * es));
-	CUDA_OK(cudaMemcpy(da, ha, (size_t)(m * lda) * es, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(db, hb, (size_t)k * ldb * es, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemset(dout, 0x7f, (size_t)(mine * ldo) * es));
+	void *da[4], *db[4], *dout[4];
+	const unsigned char pad[4] = {0x7f, 0x7f, 0x7f, 0x7f};
+	if (reps > 4)
+		reps = 4;
 	for (int i = 0; i < reps; i++) {
-		const int rc = gemm_rs(MPI_Comm_c2f(comm), st[i % 2], t, m, ncol, k, da, lda, db, ldb, dout, ldo);
+		const int ci = c * 16 + i;
+		for (long long r = 0; r < m; r++)
+			for (int j = 0; j < k; j++)
+				put(ha, (size_t)(r * lda + j), t, value(ci, me, 0, (size_t)(r * k + j)));
+		for (int j = 0; j < k; j++)
+			for (int col = 0; col < ncol; col++)
+				put(hb, (size_t)j * ldb + col, t, value(ci, me, 1, (size_t)j * ncol + col));
+		CUDA_OK(cudaMalloc(&da[i], (size_t)(m * lda + 1) * es));
+		CUDA_OK(cudaMalloc(&db[i], ((size_t)k * ldb + 1) * es));
+		CUDA_OK(cudaMalloc(&dout[i], (size_t)(mine * ldo + 1) * es));
+		CUDA_OK(cudaMemcpy(da[i], ha, (size_t)(m * lda) * es, cudaMemcpyHostToDevice));
+		CUDA_OK(cudaMemcpy(db[i], hb, (size_t)k * ldb * es, cudaMemcpyHostToDevice));
+		CUDA_OK(cudaMemset(dout[i], 0x7f, (size_t)(mine * ldo) * es));
+	}
+	for (int i = 0; i < reps; i++) {
+		const int rc = gemm_rs(MPI_Comm_c2f(comm), st[i % 2], t, m, ncol, k, da[i], lda, db[i], ldb, dout[i], ldo);
 		if (rc != 0)
 			fail("reduce-scatter case %d (type %d, m %d): returned %d", c, t, (int)m, rc);
 	}
 	CUDA_OK(cudaDeviceSynchronize());
-	CUDA_OK(cudaMemcpy(hout, dout, (size_t)(mine * ldo) * es, cudaMemcpyDeviceToHost));
-	int bad = 0;
-	for (long long r = 0; r < mine; r++)
-		for (int j = 0; j < ncol; j++) {
-			double sum = 0;
-			for (int q = 0; q < n; q++) {
-				const int kq = k0 + q * kstep;
-				for (int i = 0; i < kq; i++)
-					sum += (double)value(c, q, 0, (size_t)((r0 + r) * kq + i)) * value(c, q, 1, (size_t)i * ncol + j);
+	for (int i = 0; i < reps; i++) {
+		const int ci = c * 16 + i;
+		CUDA_OK(cudaMemcpy(hout, dout[i], (size_t)(mine * ldo) * es, cudaMemcpyDeviceToHost));
+		int bad = 0;
+		for (long long r = 0; r < mine; r++) {
+			for (int j = 0; j < ncol; j++) {
+				double sum = 0;
+				for (int q = 0; q < n; q++) {
+					const int kq = k0 + q * kstep;
+					for (int x = 0; x < kq; x++)
+						sum += (double)value(ci, q, 0, (size_t)((r0 + r) * kq + x)) * value(ci, q, 1, (size_t)x * ncol + j);
+				}
+				if (get(hout, (size_t)(r * ldo + j), t) != rounded((float)sum, t) && bad++ < 3)
+					fail("reduce-scatter case %d (type %d, call %d): row %d is not the host's sum", c, t, i, (int)(r0 + r));
 			}
-			if (get(hout, (size_t)(r * ldo + j), t) != rounded((float)sum, t) && bad++ < 3)
-				fail("reduce-scatter case %d (type %d): row %d col %d is not the host's sum", c, t, (int)(r0 + r), j);
+			if (memcmp((char *)hout + (size_t)(r * ldo + ncol) * es, pad, es) != 0 && bad++ < 3)
+				fail("reduce-scatter case %d (type %d, call %d): row %d's padding was written", c, t, i, (int)(r0 + r));
 		}
-	cudaFree(da), cudaFree(db), cudaFree(dout);
+		cudaFree(da[i]), cudaFree(db[i]), cudaFree(dout[i]);
+	}
 	free(ha), free(hb), free(hout);
 }
 

@@ -168,7 +168,8 @@ for dtype, m, K, n in [(torch.bfloat16, 1024, 1536, 512), (torch.float32, 37, 40
     ref = (x.float() @ w.float())[r0:r1]
     torch.cuda.synchronize()
     err = ((y.float() - ref).abs().max() / ref.abs().max()).item() if y.numel() else 0.0
-    expect(f"gemm_reducescatter {dtype} ({m},{K},{n}): {err:.2e} from the full product", tuple(y.shape) == (r1 - r0, n) and err < 2e-2)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2  # fp32: partials in fp32, rounded once
+    expect(f"gemm_reducescatter {dtype} ({m},{K},{n}): {err:.2e} from the full product", tuple(y.shape) == (r1 - r0, n) and err < tol)
     expect(f"gemm_reducescatter {dtype}: torch.ops gives the same",
            torch.equal(torch.ops.collmux.gemm_reducescatter(comm.py2f(), xs, ws), y))
 
