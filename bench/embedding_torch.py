@@ -16,12 +16,10 @@ differ). Per contender the median over ROUNDS rounds of ITERS calls, the
 slowest rank's. Rank 0 prints CSV like bench/embedding.c:
   op,tables,rows,dim,batch,lookups,ranks,contender,us,speedup_vs_a
 
-usage (one node, libcollmux.so preloaded, PYTHONPATH=python):
+usage (one node, libcollmux.so preloaded, PYTHONPATH=python; bench/ on
+sys.path, as running it from there puts it):
   mpirun -np N python3 bench/embedding_torch.py [batch [lo hi [rows]]]
 """
-import os
-import socket
-import statistics
 import sys
 
 import torch
@@ -29,6 +27,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import collmux
+import torch_bench
 
 TABLES, DIM, ITERS, ROUNDS = 26, 128, 10, 5
 
@@ -39,19 +38,7 @@ batch = argv[0] if len(argv) > 0 else 16384
 lo, hi = (argv[1], argv[2]) if len(argv) > 2 else (20, 80)
 nrows = argv[3] if len(argv) > 3 else 1 << 20
 
-local = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("MPI_LOCALRANKID", "0"))
-dev = torch.device("cuda", int(local) % torch.cuda.device_count())
-torch.cuda.set_device(dev)
-
-# torch.distributed's NCCL group over the same ranks, on this node (rank 0
-# picks a free port and tells the others through MPI)
-port = None
-if rank == 0:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-port = comm.bcast(port)
-dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size, device_id=dev)
+dev = torch_bench.start(comm)
 
 t0, t1 = TABLES * rank // size, TABLES * (rank + 1) // size
 mine = [batch * (q + 1) // size - batch * q // size for q in range(size)]
@@ -92,23 +79,6 @@ def fused():
     return collmux.embedding_alltoall(comm, w, rows, offs, idx, batch, t0, TABLES)
 
 
-def timed(f):
-    """The median over ROUNDS of the mean of ITERS calls, in us, slowest rank."""
-    f()
-    per = []
-    for _ in range(ROUNDS):
-        comm.Barrier()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(ITERS):
-            f()
-        b.record()
-        b.synchronize()
-        per.append(a.elapsed_time(b) * 1000 / ITERS)
-    return comm.allreduce(statistics.median(per), op=MPI.MAX)
-
-
 ra, rd = unfused(), fused()
 torch.cuda.synchronize()
 err = ((ra - rd).abs().max() / ra.abs().max().clamp(min=1e-30)).item() if ra.numel() else 0.0
@@ -117,7 +87,7 @@ if max(errs) > 1e-4:
     if rank == 0:
         print(f"embedding_torch: (a) and (d) differ by {max(errs):.2e} (relative)", file=sys.stderr)
     sys.exit(1)
-ua, ud = timed(unfused), timed(fused)
+ua, ud = torch_bench.timed(comm, unfused, ITERS, ROUNDS), torch_bench.timed(comm, fused, ITERS, ROUNDS)
 if rank == 0:
     print("op,tables,rows,dim,batch,lookups,ranks,contender,us,speedup_vs_a")
     for name, us in (("a:torch+nccl", ua), ("d:fused", ud)):

@@ -436,6 +436,8 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
     for s in "2048 28672 8192" "16384 14336 4096"; do
       timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/rs_bench $s | tail -n +2
     done
+    # and as PyTorch runs it, with its own fused operator (contender c) beside
+    timeout 300 mpirun -np "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 bench/rs_torch.py 8192 28672 8192 | tail -n +2
   } > "$OUT/rs.csv" 2> $B/rs.err || tail -20 $B/rs.err
   cat "$OUT/rs.csv"
 fi
