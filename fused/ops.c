@@ -269,8 +269,10 @@ static int end(struct cmx_ops *o, void *stream)
  * call is numbered as theirs are and its flags raised with a shape no call
  * has (cmx_ops_refuse, on collmux's own stream, ordered after the last
  * call): a peer that made it reports another shape at once, and this
- * rank's next call is not taken for this one. Where every rank refuses
- * alike, nobody waits and the communicator goes on. -1, with the message. */
+ * rank's next call is not taken for this one. The kernel then waits for
+ * the peers' first flags of the call (ops.cu says why); where every rank
+ * refuses alike, that is all, and the communicator goes on. -1, with the
+ * message. */
 static int refuse(const char *fn, cmx_comm *c, const char *why)
 {
 	static void *k;

@@ -24,12 +24,11 @@
 // s+1, which this rank raises only once its kernel s, the reader of that
 // half, is done.
 //
-// Known exception: a call that every rank refuses (cmx_ops_refuse raises
-// its flags and waits for nothing) keeps no rank behind, so with three
-// ranks or more a rank can reach call s+1, the next call of that half,
-// while a slower peer's kernel s still reads it. Making the refusal
-// kernel wait for every rank's flag of its own number closes it (not yet
-// done: found in review, with no GPU at hand to test a kernel change).
+// A refused call keeps this too: cmx_ops_refuse, which a rank queues in
+// place of a call it refuses, raises its flags and then waits for every
+// rank's flag of tile 0 of the call (whatever its shape: every operation's
+// kernels raise it, refused or not), so that a call every rank refuses
+// still holds each rank until every rank's kernel before it is done.
 
 // CMX_OPS_TILES, CMX_OPS_THREADS, CMX_OPS_RW and CMX_OPS_EMB_TABLES are in abi.h.
 
@@ -518,12 +517,25 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_bf16(
 // collective): its flags of the call's first two tiles carry a shape no
 // call has, so that the peers' waits report another shape at once, and
 // its next call keeps the peers' numbering instead of being taken for this
-// one. It waits for nothing.
+// one. It then waits for every rank's flag of tile 0 (the header says why).
 extern "C" __global__ void cmx_ops_refuse(const __grid_constant__ OpsCall O)
 {
-	if ((int)threadIdx.x < O.n)
-		for (u32 t = 0; t < 2; t++)
-			st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)0xffffffffu << 32 | O.seq);
+	if ((int)threadIdx.x >= O.n)
+		return;
+	for (u32 t = 0; t < 2; t++)
+		st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)0xffffffffu << 32 | O.seq);
+	// a rank that never comes is its peers' to report: past the timeout
+	// this one stops waiting, and reports nothing
+	const u64 *f = ops_flag(O, O.me, 0, threadIdx.x);
+	u64 t0 = 0;
+	for (unsigned spins = 0; (u32)ld_acquire64(f) != O.seq; spins++)
+		if ((spins & 1023) == 0) {
+			const u64 now = now_ns();
+			if (!t0)
+				t0 = now;
+			else if (now - t0 > O.timeout_ns)
+				return;
+		}
 }
 
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }
