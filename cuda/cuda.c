@@ -37,6 +37,7 @@ static struct {
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemAllocHost)(void **, size_t);
 	CUresult (*MemFreeHost)(void *);
+	CUresult (*MemGetInfo)(size_t *, size_t *);
 	/* for the fused kernels */
 	CUresult (*CtxGetDevice)(int *);
 	CUresult (*DeviceGetAttribute)(int *, int, int);
@@ -95,6 +96,7 @@ int cmx_cuda_load(void)
 	SYM(MemFree, "cuMemFree_v2");
 	SYM(MemAllocHost, "cuMemAllocHost_v2");
 	SYM(MemFreeHost, "cuMemFreeHost");
+	SYM(MemGetInfo, "cuMemGetInfo_v2");
 	SYM(CtxGetDevice, "cuCtxGetDevice");
 	SYM(DeviceGetAttribute, "cuDeviceGetAttribute");
 	SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
@@ -383,6 +385,12 @@ void *cmx_cuda_stream_high(void)
 	if (!cu.StreamCreateWithPriority || !cu.CtxGetStreamPriorityRange || !ok(cu.CtxGetStreamPriorityRange(&least, &most)))
 		return cmx_cuda_stream_new(1);
 	return ok(cu.StreamCreateWithPriority(&s, 1, most)) ? s : NULL;
+}
+
+size_t cmx_cuda_mem_free(void)
+{
+	size_t free = SIZE_MAX, total = 0;
+	return cu.MemGetInfo && cu.MemGetInfo(&free, &total) == 0 ? free : SIZE_MAX;
 }
 
 int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdeviceptr)dptr, (unsigned char)v, n) == 0; }

@@ -111,6 +111,14 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		return "fused operations are off for this communicator (see the message of the call that failed)";
 	if (o && o->cap >= bytes)
 		return args ? NULL : not_device;
+	/* a workspace the GPUs cannot hold is refused on every rank before
+	 * anything is freed or made (each rank's old one is freed to grow) */
+	size_t cap = o && o->cap ? o->cap : OPS_MIN;
+	while (cap < bytes && cap <= SIZE_MAX / 4)
+		cap *= 2;
+	const size_t have = (cmx_cuda_up || cmx_cuda_probe()) && cmx_cuda_ctx_for(buf) ? cmx_cuda_mem_free() : SIZE_MAX;
+	if (!cmx_comm_agree(c, cap >= bytes && (have == SIZE_MAX || cap <= have + (o ? o->cap : 0))))
+		return "its workspace would be larger than some rank's GPU has free";
 	if (!o) { /* the first operation: can every rank take part? */
 		struct {
 			cmx_place at;
@@ -190,9 +198,6 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		cmx_cuda_free(o->peer[c->rank]);
 		memset(o->peer, 0, sizeof o->peer);
 	}
-	size_t cap = o->cap ? o->cap : OPS_MIN;
-	while (cap < bytes)
-		cap *= 2;
 	if (!cmx_fused_map(c, 1, cap, 0, o->peer))
 		return c->ops_state = -1, "the ops workspaces could not be mapped by every rank";
 	o->cap = cap, o->seq = 0; /* zeroed flags: numbering starts again */

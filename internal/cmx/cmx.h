@@ -447,6 +447,7 @@ void cmx_cuda_ipc_close(void *p);
 int cmx_cuda_export(const void *p, uint64_t *id, uint64_t *off, cmx_ipc_handle *h); /* p's allocation, for a peer to map */
 void *cmx_cuda_stream_high(void); /* non-blocking, of the greatest priority */
 int cmx_cuda_memset(void *dptr, int v, size_t n);
+size_t cmx_cuda_mem_free(void); /* free bytes of the current context's device; SIZE_MAX where the driver cannot say */
 int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream);
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
