@@ -13,18 +13,21 @@
  *      partial straight into the memory of the rank that owns the block,
  *      which sums what it got
  *   gemm  the GEMM of a alone
+ * d's result is first checked against a's (to 2e-2 of a's largest value).
  * Per contender the median over ROUNDS rounds of ITERS calls, the slowest
  * rank's. Rank 0 prints CSV: op,m,k,n,ranks,contender,us,speedup_vs_a
  * (k: the whole K).
  *
  * usage: rs [m [K [n]]]   (libcollmux.so preloaded; 8192 28672 8192: a
  *        70B-class MLP's down projection)
- * build: mpicc -O2 -I$CUDA/include -o rs bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl
+ * build: mpicc -O2 -I$CUDA/include -o rs bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -59,15 +62,43 @@ static void call(char c, const void *v)
 	}
 	/* row-major partial (m x n) = a (m x k) b (k x n): column-major b^T a^T;
 	 * in fp32 for MPI (b), else bf16 */
-	gemm_ex(blas, OPS_OP_N, OPS_OP_N, p->n, (int)p->m, p->k, &one, p->b, OPS_R_16BF, p->n, p->a, OPS_R_16BF, p->k, &zero, p->partial,
-		c == 'b' ? OPS_R_32F : OPS_R_16BF, p->n, OPS_COMPUTE_32F, OPS_GEMM_DEFAULT);
+	int rc = gemm_ex(blas, OPS_OP_N, OPS_OP_N, p->n, (int)p->m, p->k, &one, p->b, OPS_R_16BF, p->n, p->a, OPS_R_16BF, p->k, &zero,
+			 p->partial, c == 'b' ? OPS_R_32F : OPS_R_16BF, p->n, OPS_COMPUTE_32F, OPS_GEMM_DEFAULT);
 	const size_t mine = (size_t)(p->m / size) * (size_t)p->n;
-	if (c == 'a') {
-		ncclReduceScatter(p->partial, p->out, mine, ncclBfloat16, ncclSum, nccl, st);
-	} else if (c == 'b') {
+	if (!rc && c == 'a') {
+		rc = ncclReduceScatter(p->partial, p->out, mine, ncclBfloat16, ncclSum, nccl, st);
+	} else if (!rc && c == 'b') {
 		CUDA_OK(cudaStreamSynchronize(st)); /* MPI sees device buffers the program wrote on st */
-		MPI_Reduce_scatter_block(p->partial, p->out, (int)mine, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		rc = MPI_Reduce_scatter_block(p->partial, p->out, (int)mine, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 	}
+	if (rc) {
+		fprintf(stderr, "rs: contender %c: cuBLAS, NCCL or MPI failed (%d): its time would be no time\n", c, rc);
+		MPI_Abort(MPI_COMM_WORLD, 3);
+	}
+}
+
+/* d's result against a's, the largest difference relative to a's largest
+ * value, every rank's largest (a sums bf16 partials, d fp32 ones) */
+static double differ(prob *p)
+{
+	const size_t mine = (size_t)(p->m / size) * (size_t)p->n;
+	uint16_t *ha = malloc(mine * 2), *hd = malloc(mine * 2);
+	call('a', p);
+	CUDA_OK(cudaStreamSynchronize(st));
+	CUDA_OK(cudaMemcpy(ha, p->out, mine * 2, cudaMemcpyDeviceToHost));
+	call('d', p);
+	CUDA_OK(cudaStreamSynchronize(st));
+	CUDA_OK(cudaMemcpy(hd, p->out, mine * 2, cudaMemcpyDeviceToHost));
+	double top = 0, diff = 0;
+	for (size_t i = 0; i < mine; i++) {
+		const double x = gpu_from_bf16(ha[i]), y = gpu_from_bf16(hd[i]);
+		top = fabs(x) > top ? fabs(x) : top;
+		diff = fabs(x - y) > diff ? fabs(x - y) : diff;
+	}
+	free(ha), free(hd);
+	double r = top > 0 ? diff / top : diff;
+	MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -76,8 +107,8 @@ int main(int argc, char **argv)
 	const long long K = argc > 2 ? atoll(argv[2]) : 28672;
 	prob p = {.m = argc > 1 ? atoll(argv[1]) : 8192, .n = argc > 3 ? atoi(argv[3]) : 8192};
 	p.k = (int)(K / size);
-	if (!(blas = ops_cublas(st, &gemm_ex)) || p.m % size || K % size || p.k < 1 || p.n < 1) {
-		fprintf(stderr, "rs: needs cuBLAS, and m and K multiples of the ranks\n");
+	if (!(blas = ops_cublas(st, &gemm_ex)) || p.m % size || K % size || p.k < 1 || p.n < 1 || p.m / size * p.n > INT_MAX) {
+		fprintf(stderr, "rs: needs cuBLAS, m and K multiples of the ranks, and m / ranks x n < 2^31\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	CUDA_OK(cudaMalloc(&p.a, (size_t)p.m * p.k * 2));
@@ -95,6 +126,12 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaMemcpy(p.a, fill, (size_t)p.m * p.k * 2, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(p.b, fill, (size_t)p.k * p.n * 2, cudaMemcpyHostToDevice));
 	free(fill);
+	const double diff = differ(&p);
+	if (diff > 2e-2) {
+		if (rank == 0)
+			fprintf(stderr, "rs: collmux's result differs from cuBLAS + NCCL's by %.2e (relative)\n", diff);
+		MPI_Abort(MPI_COMM_WORLD, 4);
+	}
 	if (rank == 0)
 		printf("op,m,k,n,ranks,contender,us,speedup_vs_a\n");
 	const double ta = ops_median_us(call, 'a', &p, 1, ITERS, ROUNDS);

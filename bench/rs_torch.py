@@ -11,7 +11,8 @@ matching rows of the K x n weight, and gets m / ranks rows of the product).
 
 The results are compared to (a) (to a relative 2e-2: a sums bf16
 partials, c and d fp32 ones). Per contender the median over 5 rounds of 10
-calls, the slowest rank's. Rank 0 prints CSV like bench/rs.c:
+calls, the slowest rank's. Rank 0 prints CSV like bench/rs.c's, its op
+gemm_reducescatter_torch (its baseline is not rs.c's):
   op,m,k,n,ranks,contender,us,speedup_vs_a
 
 usage (one node, libcollmux.so preloaded, PYTHONPATH=python, run from the
@@ -60,28 +61,40 @@ def fused():
     return collmux.gemm_reducescatter(comm, a, b)
 
 
-contenders = [("a:torch+nccl-reducescatter", unfused), ("d:collmux-fused", fused)]
-try:
-    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
-    enable_symm_mem_for_group(group.group_name)
-    torch_fused()
-    contenders.insert(1, ("c:torch-symm_mem-fused", torch_fused))
-except Exception as e:  # an older PyTorch, or symmetric memory refused here
+def main():
+    contenders = [("a:torch+nccl-reducescatter", unfused), ("d:collmux-fused", fused)]
+    ok, why = True, ""
+    try:  # every rank must agree: the contenders are collective
+        from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+        enable_symm_mem_for_group(group.group_name)
+        torch.ops.symm_mem.fused_matmul_reduce_scatter  # raises where this PyTorch lacks the operator
+    except Exception as e:  # an older PyTorch, or symmetric memory refused here
+        ok, why = False, f"{type(e).__name__}: {e}"
+    if comm.allreduce(ok, op=MPI.LAND):
+        contenders.insert(1, ("c:torch-symm_mem-fused", torch_fused))
+    elif rank == 0:
+        print(f"rs_torch: contender c left out: {why or 'refused on another rank'}", file=sys.stderr)
+    ref = unfused()
+    for name, f in contenders[1:]:
+        got = f()
+        torch.cuda.synchronize()
+        err = max(comm.allgather(((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()))
+        if err > 2e-2:
+            if rank == 0:
+                print(f"rs_torch: {name} differs from (a) by {err:.2e} (relative)", file=sys.stderr)
+            sys.exit(1)  # on every rank: err is every rank's largest
+    times = [(name, torch_bench.timed(comm, f)) for name, f in contenders]
     if rank == 0:
-        print(f"rs_torch: contender c left out: {type(e).__name__}: {e}", file=sys.stderr)
+        print("op,m,k,n,ranks,contender,us,speedup_vs_a")
+        for name, us in times:
+            print(f"gemm_reducescatter_torch,{m},{K},{n},{size},{name},{us:.1f},{times[0][1] / us:.3f}")
 
-ref = unfused()
-for name, f in contenders[1:]:
-    got = f()
-    torch.cuda.synchronize()
-    err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-    if max(comm.allgather(err)) > 2e-2:
-        if rank == 0:
-            print(f"rs_torch: {name} differs from (a) by {err:.2e} (relative)", file=sys.stderr)
-        sys.exit(1)
-times = [(name, torch_bench.timed(comm, f)) for name, f in contenders]
-if rank == 0:
-    print("op,m,k,n,ranks,contender,us,speedup_vs_a")
-    for name, us in times:
-        print(f"gemm_reducescatter,{m},{K},{n},{size},{name},{us:.1f},{times[0][1] / us:.3f}")
+
+try:
+    main()
+except SystemExit:
+    raise
+except BaseException as e:  # one rank's failure ends the job, not a hang in the others' collectives
+    print(f"rs_torch: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
+    comm.Abort(1)
 dist.destroy_process_group()

@@ -61,6 +61,7 @@ struct cmx_ops {
 	void *last_stream; /* the stream it ran on */
 	int sms;           /* the fewest multiprocessors of the ranks' GPUs (tiles are cut alike on every rank) */
 	int mps;           /* some rank shares its GPU through MPS: see consume() */
+	int mates;         /* ranks of the communicator on this rank's GPU (this one included): they grow together */
 	int cublas;        /* every rank has cuBLAS */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
@@ -117,7 +118,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 	while (cap < bytes && cap <= SIZE_MAX / 4)
 		cap *= 2;
 	const size_t have = (cmx_cuda_up || cmx_cuda_probe()) && cmx_cuda_ctx_for(buf) ? cmx_cuda_mem_free() : SIZE_MAX;
-	if (!cmx_comm_agree(c, cap >= bytes && (have == SIZE_MAX || cap <= have + (o ? o->cap : 0))))
+	const size_t mates = o ? (size_t)o->mates : 1; /* each frees its old one and makes a new one on this GPU */
+	if (!cmx_comm_agree(c, cap >= bytes && (have == SIZE_MAX || cap <= (have + mates * (o ? o->cap : 0)) / mates)))
 		return "its workspace would be larger than some rank's GPU has free";
 	if (!o) { /* the first operation: can every rank take part? */
 		struct {
@@ -158,9 +160,9 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
-		int mps = 0;
+		int mps = 0, mates = 0;
 		for (int p = 0; p < c->size && !why; p++)
-			mps |= all[p].at.mps;
+			mps |= all[p].at.mps, mates += strcmp(all[p].at.bus, me.at.bus) == 0;
 		free(all);
 		if (!why && mps && !cmx_fused_kernel("cmx_ops_await", &await_k)) /* consume() needs it then; agreed below */
 			why = "the fused kernels lack cmx_ops_await (a stale kernel cache?)";
@@ -181,7 +183,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = sms, o->cublas = cublas, o->mps = mps;
+		o->sms = sms, o->cublas = cublas, o->mps = mps, o->mates = mates;
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
@@ -289,6 +291,16 @@ static int refuse(const char *fn, cmx_comm *c, const char *why)
 	if (!f || !o->side || !begin(o, o->side, &O, c, 0) || !cmx_cuda_launch(f, 1, 32, o->side, args) || !end(o, o->side))
 		c->ops_state = -1; /* the peers time out instead; this rank's numbering may be off, so it stops */
 	return fail(fn, c, why);
+}
+
+/* A call this rank could not order after its last one (no context, no
+ * event to wait for) is not numbered here but is by the peers: this rank
+ * stops (the peers time out waiting for its flags) rather than take their
+ * next call's flags for this one's. */
+static int unordered(const char *fn, cmx_comm *c)
+{
+	c->ops_state = -1;
+	return fail(fn, c, "could not order the call after the communicator's last operation; fused operations are off for it");
 }
 
 static const char captured[] = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
@@ -488,7 +500,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	if (!fsum || (fused && !f))
 		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
-		return fail(fn, c, "could not order the call after the communicator's last operation");
+		return unordered(fn, c);
 	if (form == GEMV_NCCL) {
 		static const int kinds[] = {CMX_KIND_FLOAT32, CMX_KIND_FLOAT16, CMX_KIND_BFLOAT16};
 		int ok = k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, y, dtype, ldy) : 1;
@@ -573,7 +585,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
-		return fail(fn, c, "could not order the call after the communicator's last operation");
+		return unordered(fn, c);
 	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = CMX_OPS_THREADS / 32;
 	void *pargs[] = {&O, &E};
 	const int ok = (!bags || (bags + warps - 1) / warps < 0x7fffffffu) &&
@@ -654,7 +666,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	const int64_t sh[] = {dtype, k, n, capacity, sy ? (int64_t)off + 1 : 0, sy ? (int64_t)sy->serial : -1};
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 6)))
-		return fail(fn, c, "could not order the call after the communicator's last operation");
+		return unordered(fn, c);
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's flags until they time out, and turns the operations off
 	 * here. */
@@ -727,7 +739,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	const int64_t sh[] = {dtype, m, n}; /* k may differ between ranks */
 	ops_call_t O;
 	if (!cmx_cuda_ctx_for(o->peer[me]) || !begin(o, stream, &O, c, digest(sh, 3)))
-		return fail(fn, c, "could not order the call after the communicator's last operation");
+		return unordered(fn, c);
 	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
 	int ok = 1;
 	for (int j = 1; j <= size && ok; j++) {

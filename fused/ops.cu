@@ -26,9 +26,11 @@
 //
 // A refused call keeps this too: cmx_ops_refuse, which a rank queues in
 // place of a call it refuses, raises its flags and then waits for every
-// rank's flag of tile 0 of the call (whatever its shape: every operation's
-// kernels raise it, refused or not), so that a call every rank refuses
-// still holds each rank until every rank's kernel before it is done.
+// rank's flag of tile 0 of the call (whatever its shape: the kernels of
+// every operation raise it, refused or not, but the GEMV's nccl form,
+// whose peers wait in NCCL instead and which the refusing rank then waits
+// out to the timeout), so that a call every rank refuses still holds each
+// rank until every rank's kernel before it is done.
 
 // CMX_OPS_TILES, CMX_OPS_THREADS, CMX_OPS_RW and CMX_OPS_EMB_TABLES are in abi.h.
 
@@ -520,22 +522,32 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_bf16(
 // one. It then waits for every rank's flag of tile 0 (the header says why).
 extern "C" __global__ void cmx_ops_refuse(const __grid_constant__ OpsCall O)
 {
-	if ((int)threadIdx.x >= O.n)
+	const int p = threadIdx.x;
+	if (p >= O.n)
 		return;
 	for (u32 t = 0; t < 2; t++)
-		st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)0xffffffffu << 32 | O.seq);
-	// a rank that never comes is its peers' to report: past the timeout
-	// this one stops waiting, and reports nothing
-	const u64 *f = ops_flag(O, O.me, 0, threadIdx.x);
-	u64 t0 = 0;
-	for (unsigned spins = 0; (u32)ld_acquire64(f) != O.seq; spins++)
+		st_release64(ops_flag(O, p, t, O.me), (u64)0xffffffffu << 32 | O.seq);
+	// then rank p's flag of tile 0 (the header says why). A rank that made
+	// the call has failed it on this rank's flags and turns the operations
+	// off; so does this rank, so that neither waits for the other's next
+	// call. A rank that does not come within the timeout is reported as
+	// ops_wait reports it.
+	const u64 *f = ops_flag(O, O.me, 0, p);
+	u64 t0 = 0, v;
+	for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++)
 		if ((spins & 1023) == 0) {
 			const u64 now = now_ns();
 			if (!t0)
 				t0 = now;
-			else if (now - t0 > O.timeout_ns)
+			else if (now - t0 > O.timeout_ns) {
+				atomicOr(O.gone, 1u);
+				if (!(atomicOr(O.err, 1u << p) & (1u << p)))
+					printf("collmux: a fused operation on rank %d: rank %d did not arrive within COLLMUX_TIMEOUT\n", O.me, p);
 				return;
+			}
 		}
+	if ((u32)(v >> 32) != 0xffffffffu)
+		atomicOr(O.err, 1u << 16);
 }
 
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_emb_pool_f32(const __grid_constant__ OpsCall O, const __grid_constant__ Emb E) { emb_pool<float>(O, E); }

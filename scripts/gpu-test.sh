@@ -90,7 +90,7 @@ mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/embedding_bench bench/embedding.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 mpicc -O2 -I$CUDA/include -o $B/moe_bench bench/moe.c -L$CUDA/lib64 -lcudart -lnccl -ldl
-mpicc -O2 -I$CUDA/include -o $B/rs_bench bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl
+mpicc -O2 -I$CUDA/include -o $B/rs_bench bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):

@@ -31,10 +31,11 @@ import (
 // opShape names, per op, the column along x and the column that splits
 // the rows into figures ("" for one figure).
 var opShape = map[string][2]string{
-	"gemv_allreduce":     {"m", "batch"},
-	"embedding_alltoall": {"lookups", ""},
-	"gemm_alltoall":      {"tokens", "n"},
-	"gemm_reducescatter": {"m", "n"},
+	"gemv_allreduce":           {"m", "batch"},
+	"embedding_alltoall":       {"lookups", ""},
+	"gemm_alltoall":            {"tokens", "n"},
+	"gemm_reducescatter":       {"m", "n"},
+	"gemm_reducescatter_torch": {"m", "n"},
 }
 
 var contenderColor = []color.NRGBA{
