@@ -554,6 +554,25 @@ int main(int argc, char **argv)
 			fail("error case %d returned %d, not -1", i, errs[i], 0, 0);
 	/* and the communicator still works after them */
 	one(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, shapes[2], st, 1);
+	/* rank 0 alone refuses a call its peers make (a host buffer of its own,
+	 * once set up, so that no collective step tells the others): the peers'
+	 * kernels fail on its flags, its refusal sees theirs, and the next call
+	 * on that communicator returns -1 on every rank (the operations off
+	 * everywhere, nobody waiting for a call another will not make) */
+	if (size > 1) {
+		MPI_Comm dup;
+		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+		const int fd = MPI_Comm_c2f(dup);
+		one(dup, c++, COLLMUX_FLOAT32, shapes[2], st, 1); /* set up */
+		const int rc = gemv_ar(fd, 0, COLLMUX_FLOAT32, 64, 8, 1, rank ? d : (void *)host, 8, d, 8, (char *)d + 4096, 64);
+		if (rank == 0 && rc != -1)
+			fail("rank 0's refused call returned %d, not -1", rc, 0, 0, 0);
+		CUDA_OK(cudaDeviceSynchronize());
+		MPI_Barrier(dup);
+		if (gemv_ar(fd, 0, COLLMUX_FLOAT32, 64, 8, 1, d, 8, d, 8, (char *)d + 4096, 64) != -1)
+			fail("the call after one rank's refusal did not return -1 on every rank", 0, 0, 0, 0);
+		MPI_Comm_free(&dup);
+	}
 	cudaFree(d);
 	MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
