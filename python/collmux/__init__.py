@@ -27,6 +27,7 @@ torch.compile graph (comm_handle is comm.py2f()): on import when PyTorch
 is imported already, else by register_torch_ops().
 """
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -166,17 +167,88 @@ class _Array:
         return self.shape[0], self.shape[1], max(self.strides[0], self.shape[1], 1)
 
 
+def _kind(x):
+    """"torch", "cupy", or another module's name (arrays collmux takes
+    through __cuda_array_interface__ alone)."""
+    return type(x).__module__.split(".")[0]
+
+
+def _empty(like, shape):
+    """An uninitialised array of like's kind, element type and device."""
+    kind = _kind(like)
+    if kind == "torch":
+        return like.new_empty(shape)
+    if kind == "cupy":
+        import cupy
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=like.dtype)
+    raise ValueError("collmux: pass out= for inputs of type %s" % type(like).__name__)
+
+
 def _empty_like_rows(x, batch, m, squeeze):
     """An uninitialised output of x's kind, type and device."""
-    mod = type(x).__module__.split(".")[0]
-    shape = (m,) if squeeze else (batch, m)
-    if mod == "torch":
+    return _empty(x, (m,) if squeeze else (batch, m))
+
+
+def _on(x):
+    """A context in which x's device is the current one (the library works
+    on the current device)."""
+    kind = _kind(x)
+    if kind == "torch":
         import torch
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
-    if mod == "cupy":
+        return torch.cuda.device(x.device)
+    if kind == "cupy":
         import cupy
-        return cupy.empty(shape, dtype=x.dtype)
-    raise ValueError("collmux: pass out= for inputs of type %s" % type(x).__name__)
+        return cupy.cuda.Device(x.device.id)
+    return contextlib.nullcontext()
+
+
+def _same_device(x, y):
+    kind = _kind(x)
+    if kind != _kind(y):
+        return False
+    if kind == "torch":
+        return x.device == y.device
+    if kind == "cupy":
+        return x.device.id == y.device.id
+    return True
+
+
+def _contiguous(arr):
+    """Whether a device array's elements are laid out row-major with no gaps."""
+    if _kind(arr) == "torch":
+        return arr.is_contiguous()
+    cai = arr.__cuda_array_interface__
+    if cai.get("strides") is None:
+        return True
+    size, want = int(cai["typestr"][2:]), []
+    for d in reversed(cai["shape"]):
+        want.insert(0, size)
+        size *= d
+    return all(d <= 1 or st == w for d, st, w in zip(cai["shape"], cai["strides"], want))
+
+
+def _numel(arr):
+    if _kind(arr) == "torch":
+        return arr.numel()
+    count = 1
+    for d in arr.__cuda_array_interface__["shape"]:
+        count *= d
+    return count
+
+
+def _index(arr, name):
+    """The device address of a contiguous int64 device array (PyTorch or
+    __cuda_array_interface__)."""
+    if _kind(arr) == "torch":
+        import torch
+        if not (arr.is_cuda and arr.dtype == torch.int64 and arr.is_contiguous()):
+            raise ValueError("collmux: %s must be a contiguous int64 CUDA tensor" % name)
+        return arr.data_ptr()
+    cai = getattr(arr, "__cuda_array_interface__", None)
+    if cai is None or cai["typestr"] != "<i8" or not _contiguous(arr):
+        raise ValueError("collmux: %s must be a contiguous int64 device array" % name)
+    return cai["data"][0]
 
 
 def gemv_allreduce(comm, a, x, out=None):
@@ -224,38 +296,37 @@ def _samples(batch, n, me):
 
 
 def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first, tables_total, mode="sum", out=None):
-    """DLRM's model-parallel embedding stage in one operation (PyTorch).
+    """DLRM's model-parallel embedding stage in one operation (PyTorch or
+    CuPy).
 
     weights: this rank's tables one after the other, (sum of rows, dim);
     rows: tables + 1 row offsets into weights (a list); offsets, indices:
-    int64 CUDA tensors in EmbeddingBag's form, table after table (bag (t, s)
+    int64 device arrays in EmbeddingBag's form, table after table (bag (t, s)
     is indices[offsets[t * batch + s]:offsets[t * batch + s + 1]]); batch:
     the global batch; this rank's tables are table_first on of
     tables_total. Returns (or fills) out, (this rank's samples,
     tables_total, dim): rank q's samples are batch * q // n onwards."""
-    import torch
     handle = _handle(comm)
     n, me = _size_rank(comm)
     W = _Array(weights, "weights")
     if len(W.shape) != 2 or W.strides != (W.shape[1], 1):
         raise ValueError("collmux: weights must be a contiguous (rows, dim) tensor")
-    for name, t in (("offsets", offsets), ("indices", indices)):
-        if not (isinstance(t, torch.Tensor) and t.is_cuda and t.dtype == torch.int64 and t.is_contiguous()):
-            raise ValueError("collmux: %s must be a contiguous int64 CUDA tensor" % name)
+    offs, idx = _index(offsets, "offsets"), _index(indices, "indices")
     tables = len(rows) - 1
-    if offsets.numel() != tables * batch + 1:
+    if _numel(offsets) != tables * batch + 1:
         raise ValueError("collmux: offsets must hold tables * batch + 1 entries")
     mine = _samples(batch, n, me)
     if out is None:
-        out = weights.new_empty((mine, tables_total, W.shape[1]))
-    if tuple(out.shape) != (mine, tables_total, W.shape[1]) or not out.is_contiguous() or out.dtype != weights.dtype:
-        raise ValueError("collmux: out must be a contiguous (%d, %d, %d) tensor of the weights' type" % (mine, tables_total, W.shape[1]))
+        out = _empty(weights, (mine, tables_total, W.shape[1]))
+    O = _Array(out, "out")
+    if O.shape != (mine, tables_total, W.shape[1]) or not _contiguous(out) or O.dtype != W.dtype or not _same_device(out, weights):
+        raise ValueError("collmux: out must be a contiguous (%d, %d, %d) tensor of the weights' type on their device"
+                         % (mine, tables_total, W.shape[1]))
     arr = (ctypes.c_longlong * len(rows))(*rows)
     mode_id = {"sum": 0, "mean": 1}[mode]
-    with torch.cuda.device(weights.device):
+    with _on(weights):
         rc = library().collmux_embedding_alltoall(handle, W.stream, W.dtype, mode_id, W.shape[1], batch, tables, table_first,
-                                                  tables_total, W.ptr, arr, offsets.data_ptr(), indices.data_ptr(),
-                                                  out.data_ptr() if out.numel() else None)
+                                                  tables_total, W.ptr, arr, offs, idx, O.ptr if _numel(out) else None)
     if rc != 0:
         raise Error("collmux_embedding_alltoall failed (its reason is on stderr)")
     return out
@@ -263,7 +334,7 @@ def embedding_alltoall(comm, weights, rows, offsets, indices, batch, table_first
 
 def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     """A mixture-of-experts layer's expert GEMMs and combine all-to-all in
-    one operation (PyTorch).
+    one operation (PyTorch or CuPy).
 
     a: (tokens, k), the rows the dispatch all-to-all brought to this
     rank's experts, expert-major then by source rank (rows contiguous);
@@ -276,15 +347,13 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     memory (symm_empty) on every rank, at the same offset of the same
     allocation with room for capacity rows, is written straight by the
     ranks' GEMMs, which may then write anywhere in those capacity rows."""
-    import torch
     handle = _handle(comm)
     size = _size_rank(comm)[0]
-    A = _Array(a, "a")
+    A, B = _Array(a, "a"), _Array(b, "b")
     ta, k, lda = A.rows("a")
-    if (not isinstance(b, torch.Tensor) or b.dim() != 3 or not b.is_contiguous() or b.dtype != a.dtype or b.shape[1] != k
-            or b.device != a.device):
+    if len(B.shape) != 3 or not _contiguous(b) or B.dtype != A.dtype or B.shape[1] != k or not _same_device(b, a):
         raise ValueError("collmux: b must be a contiguous (experts, %d, n) tensor of a's type on a's device" % k)
-    experts, n = b.shape[0], b.shape[2]
+    experts, n = B.shape[0], B.shape[2]
     flat_rows = [int(v) for r in rows for v in (r if isinstance(r, (list, tuple)) else [r])]
     flat_dest = [int(v) for r in dest for v in (r if isinstance(r, (list, tuple)) else [r])]
     if len(flat_rows) != experts * size or len(flat_dest) != experts * size:
@@ -292,15 +361,16 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     if sum(flat_rows) != ta:
         raise ValueError("collmux: a has %d rows and rows add up to %d" % (ta, sum(flat_rows)))
     if out is None:
-        out = a.new_empty((out_rows, n))
-    if tuple(out.shape) != (out_rows, n) or not out.is_contiguous() or out.dtype != a.dtype or out.device != a.device:
+        out = _empty(a, (out_rows, n))
+    O = _Array(out, "out")
+    if O.shape != (out_rows, n) or not _contiguous(out) or O.dtype != A.dtype or not _same_device(out, a):
         raise ValueError("collmux: out must be a contiguous (%d, %d) tensor of a's type on a's device" % (out_rows, n))
     R = (ctypes.c_longlong * max(len(flat_rows), 1))(*flat_rows)
     D = (ctypes.c_longlong * max(len(flat_dest), 1))(*flat_dest)
-    with torch.cuda.device(a.device):
+    with _on(a):
         rc = library().collmux_gemm_alltoall(handle, A.stream, A.dtype, k, n, experts, A.ptr if ta else None, lda,
-                                             b.data_ptr() if b.numel() else None, R, D,
-                                             out.data_ptr(), out_rows, capacity)  # even empty: symmetric or not
+                                             B.ptr if _numel(b) else None, R, D, O.ptr, out_rows,
+                                             capacity)  # even empty: symmetric or not
     if rc != 0:
         raise Error("collmux_gemm_alltoall failed (its reason is on stderr)")
     return out
@@ -308,7 +378,7 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
 
 def gemm_reducescatter(comm, a, b, out=None):
     """A row-parallel linear layer with its output reduce-scattered by rows
-    (sequence parallelism), in one operation (PyTorch).
+    (sequence parallelism), in one operation (PyTorch or CuPy).
 
     a: (m, k), this rank's slice of the input's columns (rows contiguous);
     b: (k, n), the matching rows of the weight (rows contiguous); k may
@@ -316,24 +386,23 @@ def gemm_reducescatter(comm, a, b, out=None):
     rank's rows of the sum over ranks of a @ b, rows m * rank // size to
     m * (rank + 1) // size - 1, (those rows, n), each rank's partial in
     fp32, summed in rank order and rounded once."""
-    import torch
     handle = _handle(comm)
     size, me = _size_rank(comm)
     A, B = _Array(a, "a"), _Array(b, "b")
     m, k, lda = A.rows("a")
     kb, n, ldb = B.rows("b")
-    if len(A.shape) != 2 or len(B.shape) != 2 or kb != k or B.dtype != A.dtype or b.device != a.device:
+    if len(A.shape) != 2 or len(B.shape) != 2 or kb != k or B.dtype != A.dtype or not _same_device(b, a):
         raise ValueError("collmux: a must be (m, k) and b (k, n), of one type on one device")
     mine = m * (me + 1) // size - m * me // size
     if out is None:
-        out = a.new_empty((mine, n))
+        out = _empty(a, (mine, n))
     O = _Array(out, "out")
     rows, cols, ldo = O.rows("out") if mine else (0, n, n)
-    if tuple(out.shape) != (mine, n) or O.dtype != A.dtype or out.device != a.device:
+    if O.shape != (mine, n) or O.dtype != A.dtype or not _same_device(out, a):
         raise ValueError("collmux: out must be (%d, %d) of a's type on a's device" % (mine, n))
-    with torch.cuda.device(a.device):
-        rc = library().collmux_gemm_reducescatter(handle, A.stream, A.dtype, m, n, k, A.ptr if a.numel() else None, lda,
-                                                  B.ptr if b.numel() else None, ldb, O.ptr if mine else None, ldo)
+    with _on(a):
+        rc = library().collmux_gemm_reducescatter(handle, A.stream, A.dtype, m, n, k, A.ptr if _numel(a) else None, lda,
+                                                  B.ptr if _numel(b) else None, ldb, O.ptr if mine else None, ldo)
     if rc != 0:
         raise Error("collmux_gemm_reducescatter failed (its reason is on stderr)")
     return out

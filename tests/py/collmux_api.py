@@ -27,7 +27,7 @@ class HostPretendingDevice:
 
     def __init__(self, arr):
         self._arr = arr
-        self.__cuda_array_interface__ = {"data": (arr.ctypes.data, False), "shape": arr.shape, "typestr": "<f4",
+        self.__cuda_array_interface__ = {"data": (arr.ctypes.data, False), "shape": arr.shape, "typestr": arr.dtype.str,
                                          "version": 3, "strides": None}
 
 
@@ -53,6 +53,36 @@ overlapping = HostPretendingDevice(np.ones(8, np.float32))
 overlapping.__cuda_array_interface__ = dict(overlapping.__cuda_array_interface__, shape=(4, 8), strides=(0, 4))
 expect("broadcast rows refused", raises(ValueError, lambda: collmux.gemv_allreduce(comm, HostPretendingDevice(a),
                                                                                    overlapping)))
+# the other operations take the same arrays (CuPy's, as PyTorch's): their
+# checks, and the library's refusal of host memory, on every rank alike
+H = HostPretendingDevice
+mine = 8 * (comm.rank + 1) // comm.size - 8 * comm.rank // comm.size
+expect("reduce-scatter refuses host memory", raises(collmux.Error, lambda: collmux.gemm_reducescatter(
+    comm, H(np.ones((8, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((mine, 6), np.float32)))))
+expect("reduce-scatter checks b", raises(ValueError, lambda: collmux.gemm_reducescatter(
+    comm, H(np.ones((8, 4), np.float32)), H(np.ones((5, 6), np.float32)), out=H(np.ones((mine, 6), np.float32)))))
+expect("reduce-scatter checks out", raises(ValueError, lambda: collmux.gemm_reducescatter(
+    comm, H(np.ones((8, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((mine + 1, 6), np.float32)))))
+expect("reduce-scatter needs out= for such arrays", raises(ValueError, lambda: collmux.gemm_reducescatter(
+    comm, H(np.ones((8, 4), np.float32)), H(np.ones((4, 6), np.float32)))))
+counts = [[1] * comm.size, [2] * comm.size]  # 2 experts, 3 rows from each rank
+at = [[0] * comm.size, [1] * comm.size]
+expect("GEMM + all-to-all refuses host memory", raises(collmux.Error, lambda: collmux.gemm_alltoall(
+    comm, H(np.ones((3 * comm.size, 4), np.float32)), H(np.ones((2, 4, 6), np.float32)), counts, at, 3 * comm.size,
+    3 * comm.size, out=H(np.ones((3 * comm.size, 6), np.float32)))))
+expect("GEMM + all-to-all checks b", raises(ValueError, lambda: collmux.gemm_alltoall(
+    comm, H(np.ones((3 * comm.size, 4), np.float32)), H(np.ones((4, 6), np.float32)), counts, at, 3 * comm.size,
+    3 * comm.size, out=H(np.ones((3 * comm.size, 6), np.float32)))))
+batch = 4 * comm.size
+offsets = H(np.arange(2 * batch + 1, dtype=np.int64))
+indices = H(np.zeros(2 * batch, np.int64))
+emb_out = H(np.ones((4, 2, 8), np.float32))
+expect("embedding refuses host memory", raises(collmux.Error, lambda: collmux.embedding_alltoall(
+    comm, H(np.ones((20, 8), np.float32)), [0, 10, 20], offsets, indices, batch, 0, 2, out=emb_out)))
+expect("embedding wants int64 offsets", raises(ValueError, lambda: collmux.embedding_alltoall(
+    comm, H(np.ones((20, 8), np.float32)), [0, 10, 20], H(np.zeros(2 * batch + 1, np.float32)), indices, batch, 0, 2,
+    out=emb_out)))
+
 # the torch.ops forms pass the communicator as its handle: size and rank from it
 expect("size and rank of a handle", collmux._size_rank(comm.py2f()) == (comm.size, comm.rank))
 expect("size and rank of a communicator", collmux._size_rank(comm) == (comm.size, comm.rank))

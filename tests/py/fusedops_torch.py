@@ -8,7 +8,7 @@ against torch's EmbeddingBag over all the tables, each rank's samples;
 collmux.gemm_alltoall against torch's products of each rank's tokens; both
 again as torch.ops.collmux operators, alone and in a torch.compile graph;
 collmux.gemm_reducescatter against the full product's rows of each rank,
-and as an operator.
+as an operator, and on CuPy arrays.
 Prints
 "fusedops_torch: N ranks, F failures"."""
 import hashlib
@@ -177,6 +177,23 @@ for dtype, m, K, n in [(torch.bfloat16, 1024, 1536, 512), (torch.float32, 37, 40
         return torch.ops.collmux.gemm_reducescatter(h, a, b) + 1
     got = torch.compile(rowpar, backend="aot_eager", fullgraph=True)(comm.py2f(), xs, ws)
     expect(f"gemm_reducescatter {dtype}: torch.compile graph", torch.equal(got, y + 1))
+
+# the same on CuPy arrays (float32), against NumPy's product of the whole
+try:
+    import cupy as cp
+    import numpy as np
+    with cp.cuda.Device(dev.index):
+        rng = np.random.default_rng(19)  # the same on every rank
+        m, K, n = 40, 24 * size, 16
+        x, w = rng.standard_normal((m, K)).astype(np.float32), rng.standard_normal((K, n)).astype(np.float32)
+        k0, k1, r0, r1 = 24 * rank, 24 * (rank + 1), m * rank // size, m * (rank + 1) // size
+        yc = collmux.gemm_reducescatter(comm, cp.asarray(x[:, k0:k1]), cp.asarray(w[k0:k1]))
+        cp.cuda.get_current_stream().synchronize()
+        refc = (x.astype(np.float64) @ w.astype(np.float64))[r0:r1]
+        errc = float(abs(yc.get() - refc).max() / abs(refc).max()) if r1 > r0 else 0.0
+        expect(f"CuPy gemm_reducescatter: {errc:.2e}", yc.shape == (r1 - r0, n) and errc < 1e-5)
+except ImportError:
+    print("fusedops_torch: CuPy skipped", file=sys.stderr)
 
 nbad = comm.allreduce(len(bad))
 if rank == 0:
