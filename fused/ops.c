@@ -312,13 +312,18 @@ static const char captured[] = "cannot be captured into a CUDA graph (its calls 
  * call's numbers and flags, which the peers' replays would find already
  * raised; args: buffers unfit, as ready() takes them). Where ready() took
  * a collective step, its agreement refused the call on every rank;
- * otherwise the peers learn it from refuse(). 0, or -1 with the message. */
-static int admit(const char *fn, cmx_comm *c, void *stream, const void *buf, uint64_t bytes, const char *bad, int args)
+ * otherwise the peers learn it from refuse(), or, with agree, from an
+ * agreement: a call whose peers would not wait on flags (the GEMV's nccl
+ * form, whose peers would wait in NCCL for a rank that refused, with no
+ * watchdog) takes one. 0, or -1 with the message. */
+static int admit(const char *fn, cmx_comm *c, void *stream, const void *buf, uint64_t bytes, const char *bad, int args, int agree)
 {
 	if (!bad && cmx_cuda_capturing(stream))
 		bad = captured;
 	const int steady = c->ops && c->ops_state == 1 && c->ops->cap >= bytes; /* ready() takes no collective step */
 	const char *why = ready(c, buf, bytes, args && !bad);
+	if (steady && agree && !cmx_comm_agree(c, !bad && !why)) /* every rank refuses, none numbers the call */
+		return fail(fn, c, bad ? bad : why ? why : "another rank refused the call (its message says why)");
 	if (!bad && !why)
 		return 0;
 	return steady ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
@@ -454,7 +459,8 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		return bad ? fail(fn, c, bad) : 0;
 	/* room for the partials of every form (the nccl form uses none) */
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
-	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y)))
+	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
+		  gemv_form(batch) == GEMV_NCCL))
 		return -1;
 	struct cmx_ops *o = c->ops;
 	const char *why = NULL;
@@ -560,7 +566,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	const size_t es = (size_t)esize[dtype];
 	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
 	const int args = !bad && (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
-	if (admit(fn, c, stream, out ? out : weights, OPS_FLAGS + 2 * (data + 256), bad, args))
+	if (admit(fn, c, stream, out ? out : weights, OPS_FLAGS + 2 * (data + 256), bad, args, 0))
 		return -1;
 	struct cmx_ops *o = c->ops;
 	char name[32];
@@ -652,7 +658,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
 	const int args = !bad && (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
-	if (admit(fn, c, stream, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args))
+	if (admit(fn, c, stream, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args, 0))
 		return -1;
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
@@ -726,7 +732,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t data = (uint64_t)size * (uint64_t)most * (uint64_t)n * 4;
 	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && (!mine || on_device(out));
-	if (admit(fn, c, stream, mine ? out : k ? a : NULL, OPS_FLAGS + 2 * (data + 256), bad, args)) /* NULL: the current context */
+	if (admit(fn, c, stream, mine ? out : k ? a : NULL, OPS_FLAGS + 2 * (data + 256), bad, args, 0)) /* NULL: the current context */
 		return -1;
 	struct cmx_ops *o = c->ops;
 	char name[32];

@@ -27,10 +27,10 @@
 // A refused call keeps this too: cmx_ops_refuse, which a rank queues in
 // place of a call it refuses, raises its flags and then waits for every
 // rank's flag of tile 0 of the call (whatever its shape: the kernels of
-// every operation raise it, refused or not, but the GEMV's nccl form,
-// whose peers wait in NCCL instead and which the refusing rank then waits
-// out to the timeout), so that a call every rank refuses still holds each
-// rank until every rank's kernel before it is done.
+// every operation raise it, refused or not; the GEMV's nccl form, which
+// raises none, is never refused by one rank alone, as its calls are agreed
+// in fused/ops.c's admit()), so that a call every rank refuses still holds
+// each rank until every rank's kernel before it is done.
 
 // CMX_OPS_TILES, CMX_OPS_THREADS, CMX_OPS_RW and CMX_OPS_EMB_TABLES are in abi.h.
 
