@@ -331,6 +331,24 @@ static int admit(const char *fn, cmx_comm *c, void *stream, const void *buf, uin
 
 static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
 
+/* The element types of the operations (COLLMUX_FLOAT32, _FLOAT16,
+ * _BFLOAT16): their sizes, and their names in the kernels' names. */
+static const int esize[] = {4, 2, 2};
+static const char *const type_names[] = {"f32", "f16", "bf16"};
+static const char bad_dtype[] = "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16";
+
+/* The kernel base_TYPE (or base_TYPE_NB where nb is not 0) for dtype,
+ * looked up once into *slot. */
+static void *typed_kernel(const char *base, int dtype, int nb, void **slot)
+{
+	char name[40];
+	if (nb)
+		snprintf(name, sizeof name, "%s_%s_%d", base, type_names[dtype], nb);
+	else
+		snprintf(name, sizeof name, "%s_%s", base, type_names[dtype]);
+	return cmx_fused_kernel(name, slot);
+}
+
 /* Land in ops.cu: the kernel that ends an operation whose kernels pushed
  * this rank's results into the peers' data halves */
 typedef struct {
@@ -439,11 +457,9 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 			   long long lda, const void *x, long long ldx, void *y, long long ldy)
 {
 	static const char fn[] = "collmux_gemv_allreduce";
-	static const int esize[] = {4, 2, 2}; /* COLLMUX_FLOAT32, _FLOAT16, _BFLOAT16 */
 	static void *gemv_k[3][5], *sum_k[3];
-	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
-		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+		return fail(fn, NULL, bad_dtype);
 	/* what every rank passes alike is refused at once, as every rank does */
 	if (m < 0 || batch < 1 || batch > 16 || (uint64_t)m > (uint64_t)CMX_OPS_TILES * 8 * CMX_OPS_RW)
 		return fail(fn, NULL, "needs 0 <= m <= 131072 and 1 <= batch <= 16");
@@ -471,7 +487,6 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	/* the form: from what every rank passes alike and COLLMUX_OPS_ALGO,
 	 * which the first call agreed */
 	const int64_t sh[] = {dtype, m, batch, form};
-	char name[32];
 	void *f = NULL;
 	ops_call_t O;
 	void *args[2] = {&O, NULL};
@@ -483,8 +498,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		int m, batch, rows;
 		_Bool pull;
 	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused}; /* SumTo in ops.cu */
-	snprintf(name, sizeof name, "cmx_ops_sum_%s", names[dtype]);
-	void *fsum = cmx_fused_kernel(name, &sum_k[dtype]);
+	void *fsum = typed_kernel("cmx_ops_sum", dtype, 0, &sum_k[dtype]);
 	if (fused) {
 		/* the batch rounded up to a kernel's; the rows a warp computes:
 		 * as many as leave two tiles for each multiprocessor */
@@ -493,8 +507,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 			nbi++;
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
 			rw /= 2;
-		snprintf(name, sizeof name, "cmx_gemv_ar_%s_%d", names[dtype], 1 << nbi);
-		f = cmx_fused_kernel(name, &gemv_k[dtype][nbi]);
+		f = typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
 		grid = (unsigned)((m + 8 * rw - 1) / (8 * rw)); /* a block a tile: the scheduler balances them */
@@ -542,11 +555,9 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 			       const long long *offsets, const long long *indices, void *out)
 {
 	static const char fn[] = "collmux_embedding_alltoall";
-	static const int esize[] = {4, 2, 2};
 	static void *pool_k[3];
-	static const char *names[3] = {"f32", "f16", "bf16"};
 	if (dtype < 0 || dtype > 2)
-		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+		return fail(fn, NULL, bad_dtype);
 	/* what every rank passes alike is refused at once, as every rank does */
 	if ((mode != COLLMUX_POOL_SUM && mode != COLLMUX_POOL_MEAN) || dim < 1 || batch < 0 || tables_total < 1)
 		return fail(fn, NULL, "needs a pooling mode, dim >= 1, batch >= 0 and tables_total >= 1");
@@ -569,9 +580,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	if (admit(fn, c, stream, out ? out : weights, OPS_FLAGS + 2 * (data + 256), bad, args, 0))
 		return -1;
 	struct cmx_ops *o = c->ops;
-	char name[32];
-	snprintf(name, sizeof name, "cmx_emb_pool_%s", names[dtype]);
-	void *fpool = cmx_fused_kernel(name, &pool_k[dtype]);
+	void *fpool = typed_kernel("cmx_emb_pool", dtype, 0, &pool_k[dtype]);
 	if (!fpool || !land_kernel())
 		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	struct {
@@ -631,10 +640,9 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 			  long long capacity)
 {
 	static const char fn[] = "collmux_gemm_alltoall";
-	static const int esize[] = {4, 2, 2};
 	/* what every rank passes alike is refused at once, as every rank does */
 	if (dtype < 0 || dtype > 2)
-		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+		return fail(fn, NULL, bad_dtype);
 	if (k < 0 || n < 1 || capacity < 0 || (uint64_t)capacity > (UINT64_MAX / 4) / ((uint64_t)n * (uint64_t)esize[dtype]))
 		return fail(fn, NULL, "needs k >= 0, n >= 1 and 0 <= capacity, capacity x n not too large");
 	cmx_comm *c = comm_of(fn, comm, no_comm);
@@ -710,12 +718,10 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 			       long long lda, const void *b, long long ldb, void *out, long long ldo)
 {
 	static const char fn[] = "collmux_gemm_reducescatter";
-	static const int esize[] = {4, 2, 2};
 	static void *rsum_k[3];
-	static const char *names[3] = {"f32", "f16", "bf16"};
 	/* what every rank passes alike is refused at once, as every rank does */
 	if (dtype < 0 || dtype > 2)
-		return fail(fn, NULL, "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16");
+		return fail(fn, NULL, bad_dtype);
 	if (m < 0 || m > INT_MAX || n < 1 || (uint64_t)m * (uint64_t)n > (uint64_t)1 << 40)
 		return fail(fn, NULL, "needs 0 <= m < 2^31, n >= 1 and m x n <= 2^40");
 	cmx_comm *c = comm_of(fn, comm, no_comm);
@@ -735,9 +741,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	if (admit(fn, c, stream, mine ? out : k ? a : NULL, OPS_FLAGS + 2 * (data + 256), bad, args, 0)) /* NULL: the current context */
 		return -1;
 	struct cmx_ops *o = c->ops;
-	char name[32];
-	snprintf(name, sizeof name, "cmx_ops_rsum_%s", names[dtype]);
-	void *f = cmx_fused_kernel(name, &rsum_k[dtype]);
+	void *f = typed_kernel("cmx_ops_rsum", dtype, 0, &rsum_k[dtype]);
 	if (!f)
 		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
 	if (!o->cublas) /* agreed at set-up: every rank refuses alike, whatever its k */

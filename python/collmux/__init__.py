@@ -185,11 +185,6 @@ def _empty(like, shape):
     raise ValueError("collmux: pass out= for inputs of type %s" % type(like).__name__)
 
 
-def _empty_like_rows(x, batch, m, squeeze):
-    """An uninitialised output of x's kind, type and device."""
-    return _empty(x, (m,) if squeeze else (batch, m))
-
-
 def _on(x):
     """A context in which x's device is the current one (the library works
     on the current device)."""
@@ -270,7 +265,7 @@ def gemv_allreduce(comm, a, x, out=None):
     if X.dtype != A.dtype:
         raise ValueError("collmux: a and x must have one element type")
     if out is None:
-        out = _empty_like_rows(x, batch, m, len(X.shape) == 1)
+        out = _empty(x, (m,) if len(X.shape) == 1 else (batch, m))
     Y = _Array(out, "out")
     by, my, ldy = Y.rows("out")
     if (by, my) != (batch, m) or Y.dtype != A.dtype:
