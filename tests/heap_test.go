@@ -107,3 +107,42 @@ func mainArenaAllocs(t *testing.T, m mpiImpl, prog, preload string) map[string]i
 	}
 	return n
 }
+
+// collmux's Go runtime starts once the MPI has initialised, not as the
+// library loads (internal/cmx/gostart.c says why): under collmux a rank has as many
+// threads before MPI_Init as without it; with COLLMUX_DISABLE=1 no more
+// after MPI_Init either (Go never starts); otherwise more after (the
+// runtime did start, in MPI_Init), and the program's collective is right.
+func TestGoStartsAfterMPIInit(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "gostart.c", "gostart")
+			line := regexp.MustCompile(`rank 0: before (\d+) after (\d+) sum 1\n`)
+			threads := func(env map[string]string) (before, after int) {
+				t.Helper()
+				env["CUDA_VISIBLE_DEVICES"] = ""
+				stdout, stderr, err := run(t, m, 1, env, prog)
+				mm := line.FindStringSubmatch(stdout)
+				if err != nil || mm == nil {
+					t.Fatalf("%v %v: %v\n%s%s", m.name, env, err, stdout, stderr)
+				}
+				before, _ = strconv.Atoi(mm[1])
+				after, _ = strconv.Atoi(mm[2])
+				return before, after
+			}
+			nb, na := threads(map[string]string{})
+			cb, ca := threads(map[string]string{"LD_PRELOAD": libPath(t)})
+			db, da := threads(map[string]string{"LD_PRELOAD": libPath(t), "COLLMUX_DISABLE": "1"})
+			t.Logf("threads before/after MPI_Init: native %d/%d, collmux %d/%d, disabled %d/%d", nb, na, cb, ca, db, da)
+			if cb != nb || db != nb {
+				t.Errorf("threads before MPI_Init: %d under collmux, %d disabled, %d without: the Go runtime started as the library loaded", cb, db, nb)
+			}
+			if da > na {
+				t.Errorf("threads after MPI_Init with COLLMUX_DISABLE=1: %d, %d without: the Go runtime started", da, na)
+			}
+			if ca <= na {
+				t.Errorf("threads after MPI_Init under collmux: %d, %d without: the Go runtime did not start", ca, na)
+			}
+		})
+	}
+}
