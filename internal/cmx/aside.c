@@ -85,7 +85,6 @@ void cmx_aside(void (*fn)(void *), void *arg)
 		fn(arg);
 		return;
 	}
-	cmx_go_start(); /* the server is a goroutine */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&mu);
 	if (forked) {
