@@ -2,6 +2,7 @@
  * core.c: what every layer of the C core shares: the configuration Go
  * sets once, the process state, and reporting (cmx_fatal, cmx_log).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +13,34 @@
 cmx_state_t cmx_state;
 cmx_config cmx_cfg;
 
+/* One write(2) a line, not stdio: the program or the MPI may have made
+ * stderr buffered (setvbuf), and then a line can reach the launcher in
+ * pieces, among other ranks' lines (seen under MPICH 4.2.1: two ranks'
+ * warnings split mid-line), or, before abort(), not at all. */
+static void put_line(const char *prefix, const char *fmt, va_list ap)
+{
+	char line[1200];
+	size_t room = sizeof line - 1; /* the newline's place kept */
+	int n = snprintf(line, room, "%s", prefix);
+	size_t len = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1;
+	n = vsnprintf(line + len, room - len, fmt, ap); /* a longer message is cut */
+	len += n < 0 ? 0 : (size_t)n < room - len ? (size_t)n : room - len - 1;
+	line[len++] = '\n';
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(STDERR_FILENO, line + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		off += (size_t)w;
+	}
+}
+
 void cmx_fatal(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "collmux: fatal: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
+	put_line("collmux: fatal: ", fmt, ap);
 	va_end(ap);
 	abort();
 }
@@ -32,14 +54,14 @@ void cmx_log(int level, const char *fmt, ...)
 {
 	if (cmx_cfg.log < level)
 		return;
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
+	char prefix[48];
 	int rank = cmx_log_rank();
 	if (rank >= 0)
-		fprintf(stderr, "collmux[rank %d]: %s\n", rank, msg);
+		snprintf(prefix, sizeof prefix, "collmux[rank %d]: ", rank);
 	else
-		fprintf(stderr, "collmux[%d]: %s\n", (int)getpid(), msg);
+		snprintf(prefix, sizeof prefix, "collmux[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	put_line(prefix, fmt, ap);
+	va_end(ap);
 }
