@@ -666,8 +666,6 @@ static int job_of(const cmx_comm *c, const cmx_args *a, cmx_fused_job *j)
 	if (!cmx_fused_plan(a->coll, bytes, n, cmx_cfg.fused_algo, &proto, &j->nb))
 		return 0;
 	j->code |= proto;
-	if (c->overlap) /* known before set-up; MPS is known after (cmx_fused_run) */
-		j->nb = j->nb < LEAN_GRID ? j->nb : LEAN_GRID;
 	return 1;
 }
 
@@ -734,8 +732,8 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 		return 0;
 	if (c->fused_state == 0)
 		setup(c, j.out);
-	if (c->fused_state == 1 && grid_of(c) == LEAN_GRID && j.nb > LEAN_GRID)
-		j.nb = LEAN_GRID;
+	if (c->fused_state == 1 && j.nb > grid_of(c)) /* the resident kernel's blocks, known once set up */
+		j.nb = grid_of(c);
 	if (c->fused_state != 1 || !launch(c, a, &j, rc))
 		return 0;
 	if (a->prep && *rc == 0) /* a persistent call's start: the next ring the same job */
