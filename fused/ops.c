@@ -336,6 +336,7 @@ static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) &
 static const int esize[] = {4, 2, 2};
 static const char *const type_names[] = {"f32", "f16", "bf16"};
 static const char bad_dtype[] = "dtype is not COLLMUX_FLOAT32, COLLMUX_FLOAT16 or COLLMUX_BFLOAT16";
+static const char no_kernel[] = "the fused kernels lack this operation (a stale kernel cache?)";
 
 /* The kernel base_TYPE (or base_TYPE_NB where nb is not 0) for dtype,
  * looked up once into *slot. */
@@ -388,7 +389,7 @@ static int consume(struct cmx_ops *o, ops_call_t *O, void *f, uint64_t blocks, v
 			uint32_t first, tiles, raise;
 		} A = {first, tiles, (uint32_t)raise}; /* Await in ops.cu */
 		void *aargs[] = {O, &A};
-		if (!cmx_fused_kernel("cmx_ops_await", &await_k) || !cmx_cuda_launch(await_k, 1, CMX_OPS_THREADS, stream, aargs))
+		if (!cmx_cuda_launch(await_k, 1, CMX_OPS_THREADS, stream, aargs)) /* looked up where o->mps was set */
 			return 0;
 		W.split = 1;
 	}
@@ -517,7 +518,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
 	if (!fsum || (fused && !f))
-		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, no_kernel);
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
 		return unordered(fn, c);
 	if (form == GEMV_NCCL) {
@@ -582,7 +583,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	struct cmx_ops *o = c->ops;
 	void *fpool = typed_kernel("cmx_emb_pool", dtype, 0, &pool_k[dtype]);
 	if (!fpool || !land_kernel())
-		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, no_kernel);
 	struct {
 		const void *w;
 		const long long *offsets, *indices;
@@ -670,7 +671,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 		return -1;
 	struct cmx_ops *o = c->ops;
 	if (!land_kernel())
-		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, no_kernel);
 	if (k && !o->cublas) /* agreed at set-up, and k is every rank's: every rank refuses alike */
 		return refuse(fn, c, "cuBLAS, which computes its blocks, is not available on every rank");
 	/* out in symmetric memory, room for capacity rows: every rank must pass
@@ -743,7 +744,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	struct cmx_ops *o = c->ops;
 	void *f = typed_kernel("cmx_ops_rsum", dtype, 0, &rsum_k[dtype]);
 	if (!f)
-		return refuse(fn, c, "the fused kernels lack this operation (a stale kernel cache?)");
+		return refuse(fn, c, no_kernel);
 	if (!o->cublas) /* agreed at set-up: every rank refuses alike, whatever its k */
 		return refuse(fn, c, "cuBLAS, which computes the partials, is not available on every rank");
 	const int64_t sh[] = {dtype, m, n}; /* k may differ between ranks */
