@@ -19,20 +19,17 @@ cmx_config cmx_cfg;
  * warnings split mid-line), or, before abort(), not at all. */
 static void put_line(const char *prefix, const char *fmt, va_list ap)
 {
-	char line[1200];
-	size_t room = sizeof line - 1; /* the newline's place kept */
-	int n = snprintf(line, room, "%s", prefix);
-	size_t len = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1;
-	n = vsnprintf(line + len, room - len, fmt, ap); /* a longer message is cut */
-	len += n < 0 ? 0 : (size_t)n < room - len ? (size_t)n : room - len - 1;
-	line[len++] = '\n';
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(STDERR_FILENO, line + off, len - off);
+	char msg[1024], line[sizeof msg + 64]; /* a longer message is cut; prefixes are short */
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	int n = snprintf(line, sizeof line, "%s%s\n", prefix, msg);
+	n = n < (int)sizeof line ? n : (int)sizeof line - 1;
+	for (int off = 0; off < n;) {
+		ssize_t w = write(STDERR_FILENO, line + off, (size_t)(n - off));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
 			return;
-		off += (size_t)w;
+		off += (int)w;
 	}
 }
 
