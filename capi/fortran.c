@@ -65,20 +65,22 @@ void *cmx_f_buf(void *p)
 }
 
 /* MPI_INIT and MPI_INIT_THREAD: the MPI's own, then collmux's set-up, as
- * MPI_Init does for C programs (under MPICH the binding calls MPI_Init,
- * which collmux intercepts already). */
+ * MPI_Init does for C programs (init.c; under MPICH the binding calls
+ * MPI_Init, which collmux intercepts already). */
 static void f_init(void **next, const char *sym, int *ierr)
 {
-	cmx_init();
+	cmx_mpi_early();
 	((void (*)(int *))cmx_fortran_next(next, sym))(ierr);
+	cmx_init();
 	if (cmx_fortran_direct())
 		cmx_after_init(*ierr);
 }
 
 static void f_init_thread(void **next, const char *sym, int *required, int *provided, int *ierr)
 {
-	cmx_init();
+	cmx_mpi_early();
 	((void (*)(int *, int *, int *))cmx_fortran_next(next, sym))(required, provided, ierr);
+	cmx_init();
 	if (cmx_fortran_direct())
 		cmx_after_init(*ierr);
 }

@@ -2,9 +2,10 @@
 
 /*
  * init.c: the one-time set-up of collmux inside an MPI process: the real
- * MPI (mpi/pmpi.c), the configuration (Go), the CUDA driver; then, as
- * MPI_Init returns, the router's set-up (dispatch/setup.c) and the check
- * that every rank routes alike.
+ * MPI's functions (mpi/pmpi.c) before PMPI_Init; after it, the
+ * configuration (Go, whose runtime starts then: internal/cmx/gostart.c)
+ * and the CUDA driver; then, as MPI_Init returns, the router's set-up
+ * (dispatch/setup.c) and the check that every rank routes alike.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,17 +30,37 @@ static int env_bool(const char *name)
 		if (strcasecmp(v, no[i]) == 0)
 			return 0;
 	}
-	cmx_fatal("%s=%s: want a boolean (1/0, true/false, yes/no, on/off)", name, v);
+	cmx_config_error("%s=%s: want a boolean (1/0, true/false, yes/no, on/off)", name, v);
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+static pthread_once_t mpi_once = PTHREAD_ONCE_INIT;
+static void *mpi_load_thread(void *unused)
+{
+	(void)unused;
+	pthread_once(&mpi_once, cmx_mpi_load);
+	return NULL;
+}
+
+/* The real MPI's functions, found before PMPI_Init is called, off the main
+ * thread's malloc arena (aside.c says why: the lookups try names that may
+ * be absent) and without starting the Go runtime (internal/cmx/gostart.c says why): on
+ * a thread of its own, or here if none can be made. */
+void cmx_mpi_early(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, mpi_load_thread, NULL) == 0)
+		pthread_join(t, NULL);
+	pthread_once(&mpi_once, cmx_mpi_load);
+}
+
 /* Made aside (aside.c), off the main thread's malloc arena: finding the
- * MPI's functions, and the CUDA driver's, tries names that may be absent. */
+ * CUDA driver's functions tries names that may be absent. */
 static void load(void *unused)
 {
 	(void)unused;
-	cmx_mpi_load();
+	pthread_once(&mpi_once, cmx_mpi_load);
 	cmx_go_init(&cmx_cfg, cmx_abi.abi, (cmx_routes *)cmx_route_table);
 	cmx_cuda_load();
 	cmx_nvtx_load();
@@ -48,10 +69,10 @@ static void load(void *unused)
 static void init_once_fn(void)
 {
 	/* COLLMUX_DISABLE is read here, not in Go, so that a disabled library
-	 * never waits for the Go runtime. */
+	 * never starts the Go runtime. */
 	if (env_bool("COLLMUX_DISABLE")) {
 		cmx_cfg.disable = 1;
-		cmx_mpi_load();
+		pthread_once(&mpi_once, cmx_mpi_load);
 	} else {
 		cmx_aside(load, NULL);
 	}
@@ -94,7 +115,7 @@ static void check_same_rules(void)
 	cmx_px.Comm_rank(cmx_abi.comm_world, &rank);
 	/* COLLMUX_OVERLAP picks the route planes too */
 	if (!cmx_rules_agree(1, cmx_cfg.rules_hash ^ (cmx_cfg.overlap ? 0x2c6f7665u : 0)))
-		cmx_fatal("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_OVERLAP, "
+		cmx_config_error("rank %d: the ranks were started with different routing rules (COLLMUX_RULES, COLLMUX_OVERLAP, "
 			  "COLLMUX_TUNING or tuning tables differ); they must be the same everywhere", rank);
 }
 
@@ -135,14 +156,21 @@ int cmx_after_init(int rc)
 	return rc;
 }
 
+/* The MPI initialises before collmux's set-up, which starts the Go
+ * runtime (internal/cmx/gostart.c): the MPI's first allocations and
+ * mappings are made as they are without collmux. */
 CMX_EXPORT int MPI_Init(int *argc, char ***argv)
 {
+	cmx_mpi_early();
+	int rc = cmx_px.Init(argc, argv);
 	cmx_init();
-	return cmx_after_init(cmx_px.Init(argc, argv));
+	return cmx_after_init(rc);
 }
 
 CMX_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+	cmx_mpi_early();
+	int rc = cmx_px.Init_thread(argc, argv, required, provided);
 	cmx_init();
-	return cmx_after_init(cmx_px.Init_thread(argc, argv, required, provided));
+	return cmx_after_init(rc);
 }

@@ -472,11 +472,10 @@ func boolC(b bool) C.int {
 	return 0
 }
 
-// fatalf stops the process on a configuration error: running on with a
-// half-applied configuration would silently change where calls go.
+// fatalf stops the job on a configuration error, as C's cmx_config_error
+// does (through MPI_Abort once MPI is up); it does not return.
 func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "collmux: fatal: "+format+"\n", args...)
-	os.Exit(1)
+	C.cmx_go_fatal(C.CString(fmt.Sprintf(format, args...)))
 }
 
 func main() {}

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmx.h"
 
@@ -33,6 +34,7 @@ struct job {
 	void (*fn)(void *);
 	void *arg;
 	int done;
+	char *fatal; /* a configuration error Go met running it (cmx_go_fatal) */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -79,12 +81,13 @@ void cmx_aside_serve(void)
  * lock, which the set-up's symbol lookups need too, waits forever. */
 void cmx_aside(void (*fn)(void *), void *arg)
 {
-	struct job j = {fn, arg, 0};
+	struct job j = {fn, arg, 0, NULL};
 	int cancel;
 	if (serving) { /* a job's own call into Go */
 		fn(arg);
 		return;
 	}
+	cmx_go_start(); /* the server is a goroutine */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&mu);
 	if (forked) {
@@ -107,6 +110,25 @@ void cmx_aside(void (*fn)(void *), void *arg)
 		pthread_mutex_unlock(&mu);
 	}
 	pthread_setcancelstate(cancel, NULL);
+	if (j.fatal)
+		cmx_config_error("%s", j.fatal);
+}
+
+/* Go's configuration errors (capi/main.go's fatalf) stop the job from the
+ * thread that waits for the job, which may call the MPI (MPI_Abort), as
+ * this one may not; this thread stays here while the process ends. */
+void cmx_go_fatal(char *msg)
+{
+	if (!serving)
+		cmx_config_error("%s", msg);
+	pthread_mutex_lock(&mu);
+	slot->fatal = msg;
+	slot->done = 1;
+	slot = NULL;
+	pthread_cond_broadcast(&finished);
+	pthread_mutex_unlock(&mu);
+	for (;;)
+		pause();
 }
 
 /* ---- the calls into Go (goexports.h), each made aside ---- */

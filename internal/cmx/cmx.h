@@ -296,8 +296,11 @@ extern cmx_state_t cmx_state;
 
 void cmx_init(void);
 void cmx_mpi_load(void); /* finds the real MPI, its ABI and its PMPI functions (mpi/pmpi.c) */
+void cmx_go_start(void); /* starts the Go runtime, once (internal/cmx/gostart.c) */
 void *cmx_mpi_sym(const char *name); /* a symbol of the real MPI library */
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+void cmx_config_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))); /* stops the job, through MPI_Abort once MPI is up */
+void cmx_go_fatal(char *msg) __attribute__((noreturn)); /* Go's configuration errors (aside.c) */
 void cmx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cmx_log_rank(void); /* the rank log lines name (in MPI_COMM_WORLD); -1 before MPI is initialised */
 
@@ -331,6 +334,7 @@ int cmx_forward(const cmx_args *a);
 int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
 int cmx_mpi_setup(void);               /* keyvals and finalize hook (dispatch/setup.c); 0 when MPI is not usable */
 void cmx_learn_rank(void);             /* log lines name the world rank from now on */
+void cmx_mpi_early(void);              /* what MPI_Init does before the real one: cmx_mpi_load, once (capi/init.c) */
 int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc (capi/init.c) */
 
 /* Fortran entry points (fortran.c, zfortran.c) */

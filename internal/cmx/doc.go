@@ -1,4 +1,4 @@
-// Package cmx holds the C core's shared declarations (cmx.h, the generated zcoll.h, goexports.h) and what every layer shares: the configuration Go sets, the process state, reporting (core.c), and the way into Go (aside.c).
+// Package cmx holds the C core's shared declarations (cmx.h, the generated zcoll.h, goexports.h) and what every layer shares: the configuration Go sets, the process state, reporting (core.c), and the way into Go (aside.c), whose runtime starts only when first needed (gostart.c).
 //
 // It is C (cgo), compiled into libcollmux.so; its headers are in
 // internal/cmx.

@@ -1,0 +1,84 @@
+//go:build collmux_lib
+
+/*
+ * gostart.c: the Go runtime starts at collmux's first call into Go (the
+ * set-up after PMPI_Init returns), not as the library loads.
+ *
+ * Why: a Go c-shared library starts its runtime from its constructor
+ * (_rt0_amd64_lib), which makes a thread (x_cgo_sys_thread_create) that
+ * maps the Go heap, starts the runtime's threads and runs the packages'
+ * init. Made before PMPI_Init, that moved MPICH 4.0.2's 8-byte
+ * MPI_Iallreduce + MPI_Wait by 3-6 % against native; the same bare Go
+ * library started after PMPI_Init left it at 1.00
+ * (docs/results/host-passthrough-2026-12-01-session13.md). So the library
+ * is linked with --wrap=pthread_create: the one thread the runtime's
+ * constructor asks for while the library loads is recorded, not made, and
+ * cmx_go_start() makes it. Everything else of the constructor still runs at
+ * load (runtime.libpreinit: the signal handlers signals.c deals with).
+ *
+ * Nothing can wait for a runtime that never starts: every call from C into
+ * Go goes through cgo's _cgo_wait_runtime_init_done, which is wrapped too
+ * and starts the runtime first; cmx_aside() starts it before it posts.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cmx.h"
+
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+uintptr_t __real__cgo_wait_runtime_init_done(void);
+
+/* The window in which the runtime's start is recorded: from the prioritised
+ * constructor below, which runs before every unprioritised one (Go's among
+ * them), to the unprioritised one at the end of this file, which runs
+ * after Go's: the C of the library's packages is linked after Go's own
+ * object (capi/signals.c relies on the same order; TestGoStartsAfterMPIInit
+ * fails if it ever changes). */
+static int loading;
+static void *(*go_fn)(void *);
+static void *go_arg;
+static int deferred; /* the runtime's thread was asked for and is not made yet */
+
+__attribute__((constructor(101))) static void cmx_go_window_open(void) { loading = 1; }
+__attribute__((constructor)) static void cmx_go_window_close(void) { loading = 0; }
+
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (loading && !deferred) {
+		go_fn = fn;
+		go_arg = arg;
+		deferred = 1;
+		memset(t, 0, sizeof *t); /* x_cgo_sys_thread_create makes it detached and never looks at it */
+		return 0;
+	}
+	return __real_pthread_create(t, attr, fn, arg);
+}
+
+static void start(void)
+{
+	if (!deferred)
+		return;
+	pthread_attr_t attr;
+	pthread_t t;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int err = __real_pthread_create(&t, &attr, go_fn, go_arg);
+	pthread_attr_destroy(&attr);
+	if (err != 0)
+		cmx_fatal("cannot start the Go runtime's thread: %s", strerror(err));
+	deferred = 0;
+}
+
+void cmx_go_start(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, start);
+}
+
+uintptr_t __wrap__cgo_wait_runtime_init_done(void)
+{
+	cmx_go_start();
+	return __real__cgo_wait_runtime_init_done();
+}
