@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # host_ab.sh MPI MODE ROUNDS LIB...: one row of bench/host_latency.sh
-# (MODE: allreduce, iallreduce or pingpong, 2 ranks, 8 bytes) for several
+# (MODE: allreduce, iallreduce or pingpong from C, fortran for the
+# Fortran allreduce; 2 ranks, 8 bytes) for several
 # preloaded libraries in one run: each round runs the benchmark natively,
 # then with each LIB preloaded, each against the native run just before
 # it. Prints, per library, the median of its ratios to native with the 95%
@@ -15,7 +16,11 @@ shift 3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d /tmp/collmux-ab-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-mpicc.$impl -O2 -o "$tmp/lat" bench/host_latency.c
+if [ $mode = fortran ]; then
+  mpifort.$impl -O2 -o "$tmp/lat" bench/allreduce_latency.f90
+else
+  mpicc.$impl -O2 -o "$tmp/lat" bench/host_latency.c
+fi
 launch() {
   if [ $impl = openmpi ]; then
     mpirun.openmpi -np 2 --bind-to core ${1:+-x LD_PRELOAD=$1} "$tmp/lat" $mode

@@ -3,7 +3,7 @@
 /*
  * ops.c: the entry points of collmux.h's fused operations (run by
  * fused/ops.c): collmux set up, MPI initialised, and collmux's state of
- * the communicator, from its Fortran handle, which every ABI can pass.
+ * the communicator, from its integer handle, which every ABI can pass.
  */
 #include "cmx.h"
 #include "collmux.h"
@@ -16,11 +16,13 @@ static cmx_comm *ops_comm(int comm, const char **why)
 	if (cmx_cfg.disable || !cmx_mpi_setup() || (!cmx_px.Comm_f2c && !cmx_abi.int_handles))
 		return *why = "MPI is not initialised, or collmux is disabled (COLLMUX_DISABLE)", NULL;
 	/* MPICH's MPI_Comm_f2c is a cast (a macro, no function); Open MPI's
-	 * gives NULL for a handle it never gave */
+	 * gives NULL for a handle it never gave; under the MPI-5 ABI this is
+	 * MPI_Comm_fromint (mpi/pmpi.c) */
 	const cmx_h h = cmx_px.Comm_f2c ? cmx_px.Comm_f2c(comm) : (cmx_h)(unsigned)comm;
 	cmx_comm *c = h ? cmx_comm_get(h, &rc) : NULL;
 	if (!c)
-		*why = "not a valid communicator (pass MPI_Comm_c2f(comm), or comm.py2f() in mpi4py)";
+		*why = "not a valid communicator (pass MPI_Comm_c2f(comm), MPI_Comm_toint(comm) under the MPI-5 ABI, or comm.py2f() in "
+		       "mpi4py)";
 	return c;
 }
 

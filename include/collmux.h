@@ -50,8 +50,10 @@ int MPIX_Query_cuda_support(void);
  * rank's part and writes it, tile by tile as each is done, into the
  * peers' memory, so the communication hides under the computation.
  *
- * comm is the communicator's Fortran handle, which every MPI ABI shares:
- * MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. Every rank passes the
+ * comm is the communicator's integer handle, which every MPI ABI has:
+ * MPI_Comm_c2f(comm) in C (MPI_Comm_toint(comm) under the MPI-5 standard
+ * ABI, whose library has no Fortran conversions), comm.py2f() in mpi4py.
+ * Every rank passes the
  * same shape and type; calls on one communicator are ordered on the GPU
  * even across streams. A call cannot be captured into a CUDA graph (it
  * returns -1): each call is numbered as it is made, and a replay would

@@ -339,6 +339,11 @@ static void resolve_pmpi(void)
 	RESOLVE(Graph_neighbors);
 	RESOLVE(Dist_graph_neighbors);
 	RESOLVE(Comm_f2c);
+	/* libmpi_abi (the MPI-5 standard ABI) has no Fortran conversions; its
+	 * integer handles come from MPI_Comm_toint (collmux.h's fused
+	 * operations take one) */
+	if (!cmx_px.Comm_f2c && cmx_abi.abi == CMX_ABI_STANDARD)
+		*(void **)&cmx_px.Comm_f2c = dlsym(mpi_lib, "PMPI_Comm_fromint");
 	RESOLVE(Type_f2c);
 	RESOLVE(Op_f2c);
 	RESOLVE(Status_c2f);

@@ -10,7 +10,9 @@
  * init. Made before PMPI_Init, that moved MPICH 4.0.2's 8-byte
  * MPI_Iallreduce + MPI_Wait by 3-6 % against native; the same bare Go
  * library started after PMPI_Init left it at 1.00
- * (docs/results/host-passthrough-2026-12-01-session13.md). So the library
+ * (docs/results/host-passthrough-2026-12-01-session13.md); under Open MPI
+ * 5.0.7 this file takes that row from 1.069 to 1.004
+ * (docs/results/host-passthrough-2026-12-01-session16.md). So the library
  * is linked with --wrap=pthread_create: the one thread the runtime's
  * constructor asks for while the library loads is recorded, not made, and
  * cmx_go_start() makes it. Everything else of the constructor still runs at

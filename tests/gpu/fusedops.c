@@ -22,6 +22,13 @@
 #include "../../include/collmux.h"
 #include "gpu_common.h"
 
+/* the communicator's integer handle, which collmux.h's operations take */
+#if MPI_VERSION >= 5
+#define COMM_INT(c) MPI_Comm_toint(c)
+#else
+#define COMM_INT(c) MPI_Comm_c2f(c)
+#endif
+
 static int rank, size, failures;
 static int (*gemv_ar)(int, void *, int, int, int, int, const void *, long long, const void *, long long, void *, long long);
 static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, const void *, const long long *, const long long *,
@@ -165,7 +172,7 @@ static void emb(MPI_Comm comm, int c, int t, int mode, int dim, long long batch,
 	CUDA_OK(cudaMemcpy(dw, hw, (size_t)rows[mine] * dim * es, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(doff, off, ((size_t)mine * batch + 1) * 8, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(didx, idx, ((size_t)nnz + 1) * 8, cudaMemcpyHostToDevice));
-	int rc = emb_a2a(MPI_Comm_c2f(comm), stream, t, mode, dim, batch, mine, first, total, dw, rows, doff, didx, dout);
+	int rc = emb_a2a(COMM_INT(comm), stream, t, mode, dim, batch, mine, first, total, dw, rows, doff, didx, dout);
 	if (rc != 0)
 		fail("embedding case %d (type %d): returned %d", c, t, rc, 0);
 	CUDA_OK(cudaStreamSynchronize(stream));
@@ -253,7 +260,7 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 	CUDA_OK(cudaMalloc(&db, ((size_t)ex * k * ncol + 1) * es));
 	void *base = NULL;
 	if (symm) {
-		base = symm_alloc(MPI_Comm_c2f(comm), 256 + (size_t)capacity * ncol * es);
+		base = symm_alloc(COMM_INT(comm), 256 + (size_t)capacity * ncol * es);
 		if (!base) {
 			fail("gemm case %d: collmux_symm_alloc failed", c, 0, 0, 0);
 			return;
@@ -265,7 +272,7 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 	CUDA_OK(cudaMemcpy(da, ha, (size_t)(arows * lda) * es, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(db, hb, (size_t)ex * k * ncol * es, cudaMemcpyHostToDevice));
 	for (int i = 0; i < reps; i++) {
-		const int rc = gemm_a2a(MPI_Comm_c2f(comm), st[i % 2], t, k, ncol, ex, da, lda, db, rows, dest, dout, out_rows, capacity);
+		const int rc = gemm_a2a(COMM_INT(comm), st[i % 2], t, k, ncol, ex, da, lda, db, rows, dest, dout, out_rows, capacity);
 		if (rc != 0)
 			fail("gemm case %d (type %d, k %d): returned %d", c, t, k, rc);
 	}
@@ -285,7 +292,7 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 						fail("gemm case %d (type %d): row %d from rank %d is not the host's product", c, t, (int)orow, q);
 				}
 			}
-	if (symm && symm_free(MPI_Comm_c2f(comm), base) != 0)
+	if (symm && symm_free(COMM_INT(comm), base) != 0)
 		fail("gemm case %d: collmux_symm_free failed", c, 0, 0, 0);
 	cudaFree(da), cudaFree(db);
 	if (!symm)
@@ -331,7 +338,7 @@ static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int 
 		CUDA_OK(cudaMemset(dout[i], 0x7f, (size_t)(mine * ldo) * es));
 	}
 	for (int i = 0; i < reps; i++) {
-		const int rc = gemm_rs(MPI_Comm_c2f(comm), st[i % 2], t, m, ncol, k, da[i], lda, db[i], ldb, dout[i], ldo);
+		const int rc = gemm_rs(COMM_INT(comm), st[i % 2], t, m, ncol, k, da[i], lda, db[i], ldb, dout[i], ldo);
 		if (rc != 0)
 			fail("reduce-scatter case %d (type %d, m %d): returned %d", c, t, (int)m, rc);
 	}
@@ -386,7 +393,7 @@ static void one(MPI_Comm comm, int c, int t, shape s, cudaStream_t *st, int reps
 	CUDA_OK(cudaMemset(dy, 0x7f, (size_t)s.batch * ldy * es));
 	int rc = 0;
 	for (int i = 0; i < reps && rc == 0; i++)
-		if ((rc = gemv_ar(MPI_Comm_c2f(comm), st[i % 2], t, s.m, k, s.batch, da, lda, dx, ldx, dy, ldy)) != 0)
+		if ((rc = gemv_ar(COMM_INT(comm), st[i % 2], t, s.m, k, s.batch, da, lda, dx, ldx, dy, ldy)) != 0)
 			fail("case %d (type %d, m %d): collmux_gemv_allreduce returned %d", c, t, s.m, rc);
 	CUDA_OK(cudaStreamSynchronize(st[0]));
 	CUDA_OK(cudaStreamSynchronize(st[1]));
@@ -441,20 +448,20 @@ int main(int argc, char **argv)
 		void *d;
 		CUDA_OK(cudaMalloc(&d, 1 << 16));
 		for (int i = 0; i < 3; i++)
-			if (gemv_ar(MPI_Comm_c2f(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 64, 16, 1, d, 16, d, 16, d, 64) != -1)
+			if (gemv_ar(COMM_INT(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 64, 16, 1, d, 16, d, 16, d, 64) != -1)
 				fail("call %d did not return -1 without kernels", i, 0, 0, 0);
 		const long long one = 1, zero = 0;
-		if (gemm_a2a && gemm_a2a(MPI_Comm_c2f(MPI_COMM_SELF), 0, COLLMUX_FLOAT32, 16, 16, 1, d, 16, d, &one, &zero, d, 1, 1) != -1)
+		if (gemm_a2a && gemm_a2a(COMM_INT(MPI_COMM_SELF), 0, COLLMUX_FLOAT32, 16, 16, 1, d, 16, d, &one, &zero, d, 1, 1) != -1)
 			fail("collmux_gemm_alltoall did not return -1 without kernels", 0, 0, 0, 0);
-		if (gemm_rs && gemm_rs(MPI_Comm_c2f(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 16, 16, 16, d, 16, d, 16, d, 16) != -1)
+		if (gemm_rs && gemm_rs(COMM_INT(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 16, 16, 16, d, 16, d, 16, d, 16) != -1)
 			fail("collmux_gemm_reducescatter did not return -1 without kernels", 0, 0, 0, 0);
 		/* every rank refuses alike, with no rank left in a collective step */
-		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096) != NULL)
+		if (symm_alloc && symm_alloc(COMM_INT(MPI_COMM_WORLD), 4096) != NULL)
 			fail("collmux_symm_alloc did not return NULL without kernels", 0, 0, 0, 0);
 		/* one rank's size out of range: refused in the agreement, not before it */
-		if (symm_alloc && symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), rank ? 4096 : 2) != NULL)
+		if (symm_alloc && symm_alloc(COMM_INT(MPI_COMM_WORLD), rank ? 4096 : 2) != NULL)
 			fail("collmux_symm_alloc of a size out of range on rank 0 did not return NULL", 0, 0, 0, 0);
-		if (symm_free && symm_free(MPI_Comm_c2f(MPI_COMM_WORLD), d) != -1)
+		if (symm_free && symm_free(COMM_INT(MPI_COMM_WORLD), d) != -1)
 			fail("collmux_symm_free of memory it never gave did not return -1", 0, 0, 0, 0);
 		int sum = 1;
 		MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -509,11 +516,11 @@ int main(int argc, char **argv)
 		moe(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 96, 40, st, 1, 1);
 		moe(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 33, 7, st, 4, 1);
 		/* symmetric memory the ranks size differently, and a free of memory it never gave */
-		if (symm_alloc(MPI_Comm_c2f(MPI_COMM_WORLD), 4096 + (size_t)size * rank) != NULL && size > 1)
+		if (symm_alloc(COMM_INT(MPI_COMM_WORLD), 4096 + (size_t)size * rank) != NULL && size > 1)
 			fail("collmux_symm_alloc of different sizes did not fail", 0, 0, 0, 0);
 		void *mine;
 		CUDA_OK(cudaMalloc(&mine, 64));
-		if (symm_free(MPI_Comm_c2f(MPI_COMM_WORLD), mine) != -1)
+		if (symm_free(COMM_INT(MPI_COMM_WORLD), mine) != -1)
 			fail("collmux_symm_free of cudaMalloc'd memory did not fail", 0, 0, 0, 0);
 		cudaFree(mine);
 	} else {
@@ -536,13 +543,13 @@ int main(int argc, char **argv)
 	void *d;
 	CUDA_OK(cudaMalloc(&d, 1 << 20));
 	static char host[1 << 16];
-	const int f = MPI_Comm_c2f(MPI_COMM_WORLD);
+	const int f = COMM_INT(MPI_COMM_WORLD);
 	const int errs[] = {
 		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 17, d, 8, d, 8, d, 8),            /* batch 17 */
 		gemv_ar(f, 0, 7, 8, 8, 1, d, 8, d, 8, d, 8),                           /* no such type */
 		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, d, 4, d, 8, d, 8),             /* lda < k */
 		gemv_ar(f, 0, COLLMUX_FLOAT32, 8, 8, 1, host, 8, host, 8, host, 8),    /* host buffers */
-		gemv_ar(MPI_Comm_c2f(MPI_COMM_NULL), 0, COLLMUX_FLOAT32, 8, 8, 1, d, 8, d, 8, d, 8), /* no communicator */
+		gemv_ar(COMM_INT(MPI_COMM_NULL), 0, COLLMUX_FLOAT32, 8, 8, 1, d, 8, d, 8, d, 8), /* no communicator */
 		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, host, 8, host, NULL, NULL, host, 4, 4) : -1, /* host buffers */
 		gemm_a2a ? gemm_a2a(f, 0, COLLMUX_FLOAT32, 8, 8, 0, d, 8, d, NULL, NULL, d, 5, 4) : -1,          /* out_rows > capacity */
 		gemm_rs ? gemm_rs(f, 0, COLLMUX_FLOAT32, 64, 8, 8, host, 8, host, 8, host, 8) : -1,               /* host buffers */
@@ -562,7 +569,7 @@ int main(int argc, char **argv)
 	if (size > 1) {
 		MPI_Comm dup;
 		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-		const int fd = MPI_Comm_c2f(dup);
+		const int fd = COMM_INT(dup);
 		one(dup, c++, COLLMUX_FLOAT32, shapes[2], st, 1); /* set up */
 		const int rc = gemv_ar(fd, 0, COLLMUX_FLOAT32, 64, 8, 1, rank ? d : (void *)host, 8, d, 8, (char *)d + 4096, 64);
 		if (rank == 0 && rc != -1)
