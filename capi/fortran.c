@@ -71,7 +71,7 @@ static void f_init(void **next, const char *sym, int *ierr)
 {
 	cmx_mpi_early();
 	((void (*)(int *))cmx_fortran_next(next, sym))(ierr);
-	cmx_init();
+	cmx_set_up(*ierr);
 	if (cmx_fortran_direct())
 		cmx_after_init(*ierr);
 }
@@ -80,7 +80,7 @@ static void f_init_thread(void **next, const char *sym, int *required, int *prov
 {
 	cmx_mpi_early();
 	((void (*)(int *, int *, int *))cmx_fortran_next(next, sym))(required, provided, ierr);
-	cmx_init();
+	cmx_set_up(*ierr);
 	if (cmx_fortran_direct())
 		cmx_after_init(*ierr);
 }

@@ -137,6 +137,16 @@ static void at_exit(void)
 
 static void register_at_exit(void) { atexit(at_exit); }
 
+/* The rank first, so that the set-up's own lines (a misspelt variable's
+ * warning, a configuration error) name it, as every line after MPI_Init
+ * does. */
+void cmx_set_up(int rc)
+{
+	if (rc == 0)
+		cmx_learn_rank();
+	cmx_init();
+}
+
 int cmx_after_init(int rc)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -163,7 +173,7 @@ CMX_EXPORT int MPI_Init(int *argc, char ***argv)
 {
 	cmx_mpi_early();
 	int rc = cmx_px.Init(argc, argv);
-	cmx_init();
+	cmx_set_up(rc);
 	return cmx_after_init(rc);
 }
 
@@ -171,6 +181,6 @@ CMX_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 {
 	cmx_mpi_early();
 	int rc = cmx_px.Init_thread(argc, argv, required, provided);
-	cmx_init();
+	cmx_set_up(rc);
 	return cmx_after_init(rc);
 }

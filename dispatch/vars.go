@@ -72,6 +72,8 @@ var Vars = []Var{
 		Help: "the library `collmux version` and the tests look at (set by the modulefile; LD_PRELOAD it per launch)"},
 	{Name: "COLLMUX_WORLD",
 		Help: "tests: the folder of the Debian 13 MPI world scripts/mpi-world.sh builds and `make test-world` runs in (default /var/cache/collmux-trixie)"},
+	{Name: "COLLMUX_ABI_WORLD",
+		Help: "tests: the folder of the MPI-5 ABI world scripts/mpi-world.sh --abi builds and `make test-world` runs in (default /var/cache/collmux-sid-abi)"},
 }
 
 // choice is a library variable that takes one of values, the first by default.

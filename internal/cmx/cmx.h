@@ -335,7 +335,8 @@ int cmx_forward_fn(const cmx_args *a); /* generated: call cmx_pmpi[a->fn] */
 int cmx_mpi_setup(void);               /* keyvals and finalize hook (dispatch/setup.c); 0 when MPI is not usable */
 void cmx_learn_rank(void);             /* log lines name the world rank from now on */
 void cmx_mpi_early(void);              /* what MPI_Init does before the real one: cmx_mpi_load, once (capi/init.c) */
-int cmx_after_init(int rc);            /* what MPI_Init does after the real one returned rc (capi/init.c) */
+void cmx_set_up(int rc);               /* what MPI_Init does first once the real one returned rc: collmux's set-up (capi/init.c) */
+int cmx_after_init(int rc);            /* then, what MPI_Init does last (capi/init.c) */
 
 /* Fortran entry points (fortran.c, zfortran.c) */
 static inline int cmx_fortran_direct(void) /* convert and call collmux's C entry points (Open MPI) */
