@@ -7,11 +7,14 @@
  * and the CUDA driver; then, as MPI_Init returns, the router's set-up
  * (dispatch/setup.c) and the check that every rank routes alike.
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "cmx.h"
 
@@ -50,8 +53,17 @@ static void *mpi_load_thread(void *unused)
 void cmx_mpi_early(void)
 {
 	pthread_t t;
-	if (pthread_create(&t, NULL, mpi_load_thread, NULL) == 0)
-		pthread_join(t, NULL);
+	if (pthread_create(&t, NULL, mpi_load_thread, NULL) == 0) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 120;
+		if (pthread_timedjoin_np(t, NULL, &until) == ETIMEDOUT) {
+			/* its lookups wait for the dynamic loader's lock */
+			cmx_log(0, "still waiting after 120 s to find the MPI's functions (MPI_Init called from a library constructor "
+				   "waits forever)");
+			pthread_join(t, NULL);
+		}
+	}
 	pthread_once(&mpi_once, cmx_mpi_load);
 }
 

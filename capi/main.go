@@ -67,7 +67,7 @@ var (
 func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	abi = mpi.ABI(abiC)
 	dispatch.GPUKey = systemGPUKey
-	c, err := dispatch.LoadConfig(os.Getenv)
+	c, err := dispatch.LoadConfig(getenv)
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -88,7 +88,7 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 		logf("warning: %s", w)
 	}
 	if firstRank() { // a misspelt variable is the same on every rank: say it once
-		for _, w := range dispatch.UnknownVars(os.Environ()) {
+		for _, w := range dispatch.UnknownVars(environ()) {
 			logf("warning: %s", w)
 		}
 	}
@@ -147,7 +147,7 @@ func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
 // the job (or says nothing): start-up runs before MPI can tell.
 func firstRank() bool {
 	for _, v := range []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"} {
-		if r := os.Getenv(v); r != "" {
+		if r := getenv(v); r != "" {
 			return r == "0"
 		}
 	}
@@ -273,7 +273,7 @@ func collmux_go_fused_module(arch, driver C.int, lib *C.char, image **C.char, si
 		}
 	}
 	var took time.Duration
-	dir, key := fused.CacheDir(os.Getenv), fused.CacheKey(int(arch), int(driver))
+	dir, key := fused.CacheDir(getenv), fused.CacheKey(int(arch), int(driver))
 	img, how, err := fused.Load(dir, key, func() ([]byte, error) {
 		src := C.CString(fused.Source)
 		defer C.free(unsafe.Pointer(src))
@@ -449,7 +449,7 @@ func collmux_go_started(ranks C.int) {
 		out += "; timelines to " + config.Trace + ".<rank>.json"
 	}
 	if C.cmx_nvtx_on != 0 {
-		out += "; NVTX ranges to " + os.Getenv("NVTX_INJECTION64_PATH")
+		out += "; NVTX ranges to " + getenv("NVTX_INJECTION64_PATH")
 	}
 	logf("collmux %s on %d ranks; MPI ABI %v (%s); %s; rules: %s; %s",
 		C.GoString(C.collmux_version()), int(ranks), abi, lib, gpu, config.RulesOrigin(), out)

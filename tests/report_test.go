@@ -178,3 +178,21 @@ func TestStartupLineAndRanks(t *testing.T) {
 		}
 	}
 }
+
+// A variable the program sets itself before MPI_Init is read: collmux
+// reads its variables from C's environment in MPI_Init (capi/env.go).
+func TestVariableSetBeforeInit(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			prog := program(t, m, "setenvinit.c", "setenvinit")
+			env := map[string]string{"LD_PRELOAD": libPath(t), "CUDA_VISIBLE_DEVICES": ""}
+			out, errs, err := run(t, m, 2, env, prog)
+			if err != nil || !strings.Contains(out, "sum=2") {
+				t.Fatalf("err %v\n%s\n%s", err, out, errs)
+			}
+			if n := strings.Count(errs, "collmux[rank 0]: collmux "); n != 1 {
+				t.Errorf("%d start-up lines, want the one COLLMUX_LOG=info set by the program asks for:\n%s", n, errs)
+			}
+		})
+	}
+}

@@ -43,6 +43,11 @@ void cmx_fatal(const char *fmt, ...)
 	abort();
 }
 
+/* The process the library loaded in: a child of fork must not abort its
+ * parent's job. */
+static pid_t loaded_in;
+__attribute__((constructor)) static void note_pid(void) { loaded_in = getpid(); }
+
 /* A configuration error stops the job: running on with a half-applied
  * configuration would silently change where calls go. Once the MPI is
  * initialised, through MPI_Abort, so that the launcher reports the failure:
@@ -51,7 +56,9 @@ void cmx_fatal(const char *fmt, ...)
  * second to forward the line first: MPICH 4.2.1's drops an aborting rank's
  * last output now and then, natively too (3 runs in 30; none in 30 with
  * the pause). Called on a program thread, which may call the MPI (aside.c
- * hands Go's errors to one). */
+ * hands Go's errors to one), perhaps inside collmux's one-time set-up:
+ * _exit, so that no exit handler can call into collmux and wait for that
+ * set-up to end (the line is written already; Go's os.Exit did the same). */
 void cmx_config_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -59,12 +66,12 @@ void cmx_config_error(const char *fmt, ...)
 	put_line("collmux: fatal: ", fmt, ap);
 	va_end(ap);
 	int inited = 0, fin = 1;
-	if (cmx_px.Initialized && cmx_px.Finalized && cmx_px.Abort && cmx_px.Initialized(&inited) == 0 && inited &&
-	    cmx_px.Finalized(&fin) == 0 && !fin) {
+	if (getpid() == loaded_in && cmx_px.Initialized && cmx_px.Finalized && cmx_px.Abort && cmx_px.Initialized(&inited) == 0 &&
+	    inited && cmx_px.Finalized(&fin) == 0 && !fin) {
 		usleep(100000);
 		cmx_px.Abort(cmx_abi.comm_world, 1);
 	}
-	exit(1);
+	_exit(1);
 }
 
 int cmx_log_rank(void) { return __atomic_load_n(&cmx_state.log_rank, __ATOMIC_RELAXED) - 1; }

@@ -23,9 +23,11 @@
  * and starts the runtime first; cmx_aside() starts it before it posts.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmx.h"
 
@@ -39,44 +41,54 @@ uintptr_t __real__cgo_wait_runtime_init_done(void);
  * object (capi/signals.c relies on the same order; TestGoStartsAfterMPIInit
  * fails if it ever changes). */
 static int loading;
+static pthread_t loader; /* the thread loading the library: only its requests are the runtime's */
 static void *(*go_fn)(void *);
 static void *go_arg;
 static int deferred; /* the runtime's thread was asked for and is not made yet */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 
-__attribute__((constructor(101))) static void cmx_go_window_open(void) { loading = 1; }
+__attribute__((constructor(101))) static void cmx_go_window_open(void)
+{
+	loader = pthread_self();
+	loading = 1;
+}
 __attribute__((constructor)) static void cmx_go_window_close(void) { loading = 0; }
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	if (loading && !deferred) {
+	if (loading && !deferred && pthread_equal(pthread_self(), loader)) {
 		go_fn = fn;
 		go_arg = arg;
-		deferred = 1;
+		__atomic_store_n(&deferred, 1, __ATOMIC_RELEASE);
 		memset(t, 0, sizeof *t); /* x_cgo_sys_thread_create makes it detached and never looks at it */
 		return 0;
 	}
 	return __real_pthread_create(t, attr, fn, arg);
 }
 
-static void start(void)
-{
-	if (!deferred)
-		return;
-	pthread_attr_t attr;
-	pthread_t t;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int err = __real_pthread_create(&t, &attr, go_fn, go_arg);
-	pthread_attr_destroy(&attr);
-	if (err != 0)
-		cmx_fatal("cannot start the Go runtime's thread: %s", strerror(err));
-	deferred = 0;
-}
-
+/* Starts the runtime's thread if it was asked for and is not made yet: a
+ * call before it was asked for (another thread's, while the library
+ * loads) leaves it to the next. Go's own thread creation retries EAGAIN
+ * too (a tight pids.max in a container). */
 void cmx_go_start(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, start);
+	if (!__atomic_load_n(&deferred, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&start_mu);
+	if (deferred) {
+		pthread_attr_t attr;
+		pthread_t t;
+		int err;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		for (int i = 0; (err = __real_pthread_create(&t, &attr, go_fn, go_arg)) == EAGAIN && i < 20; i++)
+			usleep(1000 * (i + 1));
+		pthread_attr_destroy(&attr);
+		if (err != 0)
+			cmx_fatal("cannot start the Go runtime's thread: %s", strerror(err));
+		__atomic_store_n(&deferred, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&start_mu);
 }
 
 uintptr_t __wrap__cgo_wait_runtime_init_done(void)
