@@ -45,34 +45,41 @@ static pthread_t loader; /* the thread loading the library: only its requests ar
 static void *(*go_fn)(void *);
 static void *go_arg;
 static int deferred; /* the runtime's thread was asked for and is not made yet */
+static int wanted;   /* a start came before the request (another thread's, while the library loads) */
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 
 __attribute__((constructor(101))) static void cmx_go_window_open(void)
 {
 	loader = pthread_self();
-	loading = 1;
+	__atomic_store_n(&loading, 1, __ATOMIC_RELEASE);
 }
-__attribute__((constructor)) static void cmx_go_window_close(void) { loading = 0; }
+__attribute__((constructor)) static void cmx_go_window_close(void) { __atomic_store_n(&loading, 0, __ATOMIC_RELEASE); }
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	if (loading && !deferred && pthread_equal(pthread_self(), loader)) {
-		go_fn = fn;
-		go_arg = arg;
-		__atomic_store_n(&deferred, 1, __ATOMIC_RELEASE);
-		memset(t, 0, sizeof *t); /* x_cgo_sys_thread_create makes it detached and never looks at it */
-		return 0;
+	if (__atomic_load_n(&loading, __ATOMIC_ACQUIRE) && pthread_equal(pthread_self(), loader)) {
+		pthread_mutex_lock(&start_mu);
+		int record = !deferred && !wanted;
+		if (record) {
+			go_fn = fn;
+			go_arg = arg;
+			__atomic_store_n(&deferred, 1, __ATOMIC_RELEASE);
+			memset(t, 0, sizeof *t); /* x_cgo_sys_thread_create makes it detached and never looks at it */
+		}
+		pthread_mutex_unlock(&start_mu);
+		if (record)
+			return 0;
 	}
 	return __real_pthread_create(t, attr, fn, arg);
 }
 
-/* Starts the runtime's thread if it was asked for and is not made yet: a
- * call before it was asked for (another thread's, while the library
- * loads) leaves it to the next. Go's own thread creation retries EAGAIN
- * too (a tight pids.max in a container). */
+/* Starts the runtime's thread if it was asked for and is not made yet. A
+ * start that comes before the request (another thread's, while the
+ * library loads) has the request made at once when it comes. Go's own
+ * thread creation retries EAGAIN too (a tight pids.max in a container). */
 void cmx_go_start(void)
 {
-	if (!__atomic_load_n(&deferred, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&deferred, __ATOMIC_ACQUIRE) && !__atomic_load_n(&loading, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&start_mu);
 	if (deferred) {
@@ -87,6 +94,8 @@ void cmx_go_start(void)
 		if (err != 0)
 			cmx_fatal("cannot start the Go runtime's thread: %s", strerror(err));
 		__atomic_store_n(&deferred, 0, __ATOMIC_RELEASE);
+	} else if (__atomic_load_n(&loading, __ATOMIC_ACQUIRE)) {
+		wanted = 1;
 	}
 	pthread_mutex_unlock(&start_mu);
 }
