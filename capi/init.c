@@ -139,10 +139,9 @@ static void check_same_rules(void)
  * leaves the MPI in an undefined state): say so, where anyone listens. */
 static void at_exit(void)
 {
-	int inited = 0, fin = 0;
 	if (!cmx_state.mpi_set || cmx_state.finalized || !(cmx_cfg.stats || cmx_cfg.trace || cmx_cfg.log >= CMX_LOG_INFO))
 		return;
-	if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin)
+	if (cmx_mpi_usable())
 		cmx_log(0, "the program ended without MPI_Finalize: %s",
 			cmx_cfg.stats || cmx_cfg.trace ? "no statistics or trace were written" : "collmux did not shut down");
 }

@@ -98,11 +98,11 @@ int cmx_mpi_setup(void)
 {
 	if (CMX_LIKELY(__atomic_load_n(&cmx_state.mpi_set, __ATOMIC_ACQUIRE)))
 		return !cmx_state.finalized;
-	int ok = 0, inited = 0, fin = 0;
+	int ok = 0;
 	pthread_mutex_lock(&setup_mu);
 	if (cmx_state.mpi_set) {
 		ok = !cmx_state.finalized;
-	} else if (cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin) {
+	} else if (cmx_mpi_usable()) {
 		cmx_px.Comm_create_keyval(copy_nothing, comm_state_deleted, &cmx_state.comm_keyval, NULL);
 		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
 		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);

@@ -22,13 +22,6 @@ void cmx_unserved_resolve(void)
 	}
 }
 
-/* An error handler can be called only between MPI_Init and MPI_Finalize. */
-static int mpi_usable(void)
-{
-	int inited = 0, fin = 0;
-	return cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 && !fin;
-}
-
 int cmx_unserved_fail(int ufn, cmx_h obj, void *req, int code)
 {
 	if (req)
@@ -51,7 +44,7 @@ int cmx_unserved_fail(int ufn, cmx_h obj, void *req, int code)
 		call = cmx_px.Session_call_errhandler;
 		break;
 	}
-	if (call && mpi_usable())
+	if (call && cmx_mpi_usable()) /* an error handler can be called only between MPI_Init and MPI_Finalize */
 		call(obj, code);
 	return code;
 }

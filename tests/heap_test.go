@@ -27,9 +27,9 @@ func mallocDebug() string {
 // runtime's first look at a thread's stack happen on a thread of the Go
 // runtime. glibc's malloc trace of a rank shows each allocation's caller
 // and address (the main arena is where most of the program's own
-// allocations fall); under collmux the main arena sees no more allocations by those
-// callers than in either of two runs without collmux (the MPI makes some
-// of its own, not always as many).
+// allocations fall); under collmux the main arena sees no more
+// allocations by those callers than in either of two runs without
+// collmux (the MPI makes some of its own, not always as many).
 func TestStartupLeavesMainArena(t *testing.T) {
 	dbg := mallocDebug()
 	if dbg == "" {

@@ -52,6 +52,8 @@ static void in_child(void)
 	forked = 1;
 }
 
+int cmx_forked(void) { return forked; }
+
 /* At load, so that a child forked before the server started knows it has
  * none (glibc keeps the first handlers without allocating). */
 __attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, in_child); }

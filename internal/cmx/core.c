@@ -43,11 +43,6 @@ void cmx_fatal(const char *fmt, ...)
 	abort();
 }
 
-/* The process the library loaded in: a child of fork must not abort its
- * parent's job. */
-static pid_t loaded_in;
-__attribute__((constructor)) static void note_pid(void) { loaded_in = getpid(); }
-
 /* A configuration error stops the job: running on with a half-applied
  * configuration would silently change where calls go. Once the MPI is
  * initialised, through MPI_Abort, so that the launcher reports the failure:
@@ -65,9 +60,7 @@ void cmx_config_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	put_line("collmux: fatal: ", fmt, ap);
 	va_end(ap);
-	int inited = 0, fin = 1;
-	if (getpid() == loaded_in && cmx_px.Initialized && cmx_px.Finalized && cmx_px.Abort && cmx_px.Initialized(&inited) == 0 &&
-	    inited && cmx_px.Finalized(&fin) == 0 && !fin) {
+	if (!cmx_forked() && cmx_px.Abort && cmx_mpi_usable()) { /* a child of fork must not abort its parent's job */
 		usleep(100000);
 		cmx_px.Abort(cmx_abi.comm_world, 1);
 	}

@@ -1,7 +1,8 @@
 /*
- * gostart.c: how many threads the process has before MPI_Init, after it,
- * and after a collective, one line a rank (tests/heap_test.go): collmux's
- * Go runtime starts only once the MPI has initialised (internal/cmx/gostart.c).
+ * gostart.c: how many threads the process has before MPI_Init and after
+ * it, and a collective's sum, one line a rank (tests/heap_test.go):
+ * collmux's Go runtime starts only once the MPI has initialised
+ * (internal/cmx/gostart.c).
  */
 #include <dirent.h>
 #include <mpi.h>
