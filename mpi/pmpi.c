@@ -70,13 +70,6 @@ static void *find_mpi_library(void)
 
 void *cmx_mpi_sym(const char *name) { return mpi_lib ? dlsym(mpi_lib, name) : NULL; }
 
-int cmx_mpi_usable(void)
-{
-	int inited = 0, fin = 1;
-	return cmx_px.Initialized && cmx_px.Finalized && cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 &&
-	       !fin;
-}
-
 /* ---- decoding predefined handles ---- */
 
 #define CMX_HSLOTS 256

@@ -298,7 +298,7 @@ void cmx_init(void);
 void cmx_mpi_load(void); /* finds the real MPI, its ABI and its PMPI functions (mpi/pmpi.c) */
 void cmx_go_start(void); /* starts the Go runtime, once (internal/cmx/gostart.c) */
 void *cmx_mpi_sym(const char *name); /* a symbol of the real MPI library */
-int cmx_mpi_usable(void); /* between MPI_Init and MPI_Finalize (mpi/pmpi.c) */
+int cmx_mpi_usable(void); /* between MPI_Init and MPI_Finalize (core.c) */
 int cmx_forked(void);     /* in a child of fork (aside.c) */
 void cmx_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void cmx_config_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))); /* stops the job, through MPI_Abort once MPI is up */

@@ -67,6 +67,13 @@ void cmx_config_error(const char *fmt, ...)
 	_exit(1);
 }
 
+int cmx_mpi_usable(void)
+{
+	int inited = 0, fin = 1;
+	return cmx_px.Initialized && cmx_px.Finalized && cmx_px.Initialized(&inited) == 0 && inited && cmx_px.Finalized(&fin) == 0 &&
+	       !fin;
+}
+
 int cmx_log_rank(void) { return __atomic_load_n(&cmx_state.log_rank, __ATOMIC_RELAXED) - 1; }
 
 /* A line begins with collmux[rank N] once MPI is initialised (N in
