@@ -1,6 +1,6 @@
 /*
  * What the fused operations' benchmarks (bench/fusedops.c,
- * bench/embedding.c, bench/moe.c, bench/rs.c) share: the NCCL
+ * bench/embedding.c, bench/moe.c, bench/tp.c) share: the NCCL
  * communicator and stream of the unfused baseline, cuBLAS for its GEMMs,
  * and the clock: how long one call of a contender
  * takes, in µs, as the median of `rounds` rounds of `iters` calls queued

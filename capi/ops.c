@@ -61,6 +61,14 @@ CMX_EXPORT int collmux_gemm_reducescatter(int comm, void *stream, int dtype, lon
 	return cmx_ops_gemm_reducescatter(c, why, stream, dtype, m, n, k, a, lda, b, ldb, out, ldo);
 }
 
+CMX_EXPORT int collmux_allgather_gemm(int comm, void *stream, int dtype, long long m, int n, int k, const void *a, long long lda,
+				      const void *b, long long ldb, void *out, long long ldo, void *ag, long long ldag)
+{
+	const char *why = NULL;
+	cmx_comm *c = ops_comm(comm, &why);
+	return cmx_ops_allgather_gemm(c, why, stream, dtype, m, n, k, a, lda, b, ldb, out, ldo, ag, ldag);
+}
+
 CMX_EXPORT void *collmux_symm_alloc(int comm, size_t bytes)
 {
 	const char *why = NULL;

@@ -14,6 +14,23 @@ typedef void *CUcontext;
 typedef void *CUstream;
 typedef uintptr_t CUdeviceptr;
 
+/* CUDA_MEMCPY2D */
+typedef struct {
+	size_t src_x, src_y;
+	int src_type;
+	const void *src_host;
+	CUdeviceptr src;
+	void *src_array;
+	size_t src_pitch;
+	size_t dst_x, dst_y;
+	int dst_type;
+	void *dst_host;
+	CUdeviceptr dst;
+	void *dst_array;
+	size_t dst_pitch;
+	size_t width, height;
+} cu_copy2d;
+
 /* cuda.h values (stable since CUDA 4) */
 enum { CU_POINTER_ATTRIBUTE_CONTEXT = 1, CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_POINTER_ATTRIBUTE_IS_MANAGED = 8 };
 enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_UNIFIED = 4 };
@@ -57,6 +74,9 @@ static struct {
 	CUresult (*IpcCloseMemHandle)(CUdeviceptr);
 	CUresult (*StreamCreateWithPriority)(CUstream *, unsigned, int);
 	CUresult (*CtxGetStreamPriorityRange)(int *, int *);
+	/* for the fused operations' pitched copies */
+	CUresult (*Memcpy2DAsync)(const cu_copy2d *, CUstream);
+	CUresult (*MemsetD2D8Async)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
 } cu;
 
 int cmx_cuda_present;
@@ -114,6 +134,8 @@ int cmx_cuda_load(void)
 	SYM(IpcCloseMemHandle, "cuIpcCloseMemHandle");
 	SYM(StreamCreateWithPriority, "cuStreamCreateWithPriority");
 	SYM(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
+	SYM(Memcpy2DAsync, "cuMemcpy2DAsync_v2");
+	SYM(MemsetD2D8Async, "cuMemsetD2D8Async");
 #undef SYM
 	cmx_cuda_present = cu.CtxGetCurrent && cu.PointerGetAttributes && cu.MemcpyAsync && cu.StreamCreate &&
 			   cu.StreamSynchronize && cu.MemAlloc && cu.MemAllocHost;
@@ -171,6 +193,16 @@ int cmx_cuda_ctx_holds(const void *p)
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 {
 	return n == 0 || ok(cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream));
+}
+
+int cmx_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, void *stream)
+{
+	if (rows <= 1 || (dpitch == width && spitch == width))
+		return cmx_cuda_copy(dst, src, width * rows, stream);
+	const cu_copy2d d = {.src_type = CU_MEMORYTYPE_DEVICE, .src = (CUdeviceptr)src, .src_pitch = spitch,
+			     .dst_type = CU_MEMORYTYPE_DEVICE, .dst = (CUdeviceptr)dst, .dst_pitch = dpitch,
+			     .width = width, .height = rows};
+	return width == 0 || (cu.Memcpy2DAsync && ok(cu.Memcpy2DAsync(&d, stream)));
 }
 
 int cmx_cuda_sync(void *stream) { return ok(cu.StreamSynchronize(stream)); }
@@ -398,6 +430,13 @@ int cmx_cuda_memset(void *dptr, int v, size_t n) { return cu.MemsetD8((CUdevicep
 int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream)
 {
 	return cu.MemsetD8Async && ok(cu.MemsetD8Async((CUdeviceptr)dptr, (unsigned char)v, n, stream));
+}
+
+int cmx_cuda_memset2d_async(void *dptr, size_t pitch, int v, size_t width, size_t rows, void *stream)
+{
+	if (rows <= 1 || pitch == width)
+		return cmx_cuda_memset_async(dptr, v, width * rows, stream);
+	return width == 0 || (cu.MemsetD2D8Async && ok(cu.MemsetD2D8Async((CUdeviceptr)dptr, pitch, (unsigned char)v, width, rows, stream)));
 }
 
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n) { return cu.MemcpyDtoH(dst, (CUdeviceptr)src, n) == 0; }

@@ -66,6 +66,9 @@ struct cmx_ops {
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
 	void *side;        /* collmux's own stream, for the flags of a refused call */
+	void *push;        /* collmux's own stream (greatest priority), for the all-gather + GEMM's pushes */
+	void *pushed;      /* events: the program's stream reached a call; the pushes (and copies) of it done */
+	void *started;
 };
 
 /* Symmetric memory: the same number of bytes on every rank of a
@@ -217,6 +220,8 @@ void cmx_ops_release(cmx_comm *c)
 	if (!o)
 		return;
 	cmx_cuda_event_free(o->last);
+	cmx_cuda_event_free(o->started);
+	cmx_cuda_event_free(o->pushed);
 	free(o);
 	c->ops = NULL;
 	c->ops_state = -1;
@@ -301,6 +306,21 @@ static int unordered(const char *fn, cmx_comm *c)
 {
 	c->ops_state = -1;
 	return fail(fn, c, "could not order the call after the communicator's last operation; fused operations are off for it");
+}
+
+/* A call the peers run could not be queued whole here: what was queued,
+ * GEMMs into the peers' memory too, becomes the communicator's last
+ * operation (which symm_free waits for), and the operations go off here
+ * (the peers time out waiting for this rank's flags). -1, with the
+ * message. */
+static int broken(const char *fn, cmx_comm *c, void *stream, const char *what)
+{
+	char msg[128];
+	const int err = cmx_cuda_last_error();
+	end(c->ops, stream);
+	c->ops_state = -1;
+	snprintf(msg, sizeof msg, "%s could not be queued (CUDA error %d)", what, err);
+	return fail(fn, c, msg);
 }
 
 static const char captured[] = "cannot be captured into a CUDA graph (its calls are numbered as they are made)";
@@ -542,13 +562,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
 		       consume(o, &O, fsum, tiles, &S, 0, tiles, !fused, stream) && end(o, stream);
-	if (!ok) {
-		char msg[128];
-		c->ops_state = -1;
-		snprintf(msg, sizeof msg, "%s could not be queued (CUDA error %d)", fused ? "the kernel" : "cuBLAS or the kernel", cmx_cuda_last_error());
-		return fail(fn, c, msg);
-	}
-	return 0;
+	return ok ? 0 : broken(fn, c, stream, fused ? "the kernel" : "cuBLAS or the kernel");
 }
 
 int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int dtype, int mode, int dim, long long batch,
@@ -608,10 +622,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 		       (!bags || cmx_cuda_launch(fpool, (unsigned)((bags + warps - 1) / warps), CMX_OPS_THREADS, stream, pargs)) &&
 		       land(o, &O, &L, stream) && end(o, stream);
 	if (!ok) {
-		char msg[96];
-		c->ops_state = -1;
-		snprintf(msg, sizeof msg, "the kernels could not be queued (CUDA error %d)", cmx_cuda_last_error());
-		return fail(fn, c, msg);
+		return broken(fn, c, stream, "the kernels");
 	}
 	return 0;
 }
@@ -699,11 +710,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 			blk += (size_t)r * (size_t)lda * es;
 		}
 	if (!ok || !land(o, &O, &L, stream) || !end(o, stream)) {
-		char msg[96];
-		end(o, stream); /* what was queued, GEMMs into the peers' memory too, is what symm_free waits for */
-		c->ops_state = -1;
-		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
-		return fail(fn, c, msg);
+		return broken(fn, c, stream, "cuBLAS or the kernel");
 	}
 	return 0;
 }
@@ -771,11 +778,101 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	} R = {out, ldo, (uint64_t)mine * (uint64_t)n, (uint64_t)mine * (uint64_t)n, (uint32_t)n, 0}; /* RSum in ops.cu */
 	const uint64_t blocks = (R.elems + CMX_OPS_THREADS - 1) / CMX_OPS_THREADS;
 	if (!ok || !consume(o, &O, f, blocks, &R, R.tile, 1, 1, stream) || !end(o, stream)) {
-		char msg[96];
-		end(o, stream);
-		c->ops_state = -1;
-		snprintf(msg, sizeof msg, "cuBLAS or the kernel could not be queued (CUDA error %d)", cmx_cuda_last_error());
-		return fail(fn, c, msg);
+		return broken(fn, c, stream, "cuBLAS or the kernel");
+	}
+	return 0;
+}
+
+/* All-gather + GEMM (collmux.h). The copy engines push this rank's block
+ * of a into every peer's data half, at [this rank], one peer after another
+ * (from the next rank on, so that the ranks' first pushes go to different
+ * peers) on collmux's stream, each followed by cmx_ops_signal, which
+ * raises this rank's flag at that peer. On the program's stream cuBLAS
+ * computes this rank's own rows of out from a at once, under the pushes,
+ * then each peer's rows from the data half, in the order the peers push
+ * here, each after cmx_ops_signal has found that peer's flag. Where ag is
+ * given, collmux's stream copies the blocks into it likewise, and the
+ * program's stream waits for collmux's at the end. Ordering: the pushes
+ * of a call start once the program's stream has reached it, after this
+ * rank's kernels of the call before, whose GEMMs read the half its pushes
+ * write two calls on (ops.cu's two-halves argument holds: a rank's call
+ * s + 1 waits for every peer's flag of s + 1). */
+int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
+			   long long lda, const void *b, long long ldb, void *out, long long ldo, void *ag, long long ldag)
+{
+	static const char fn[] = "collmux_allgather_gemm";
+	static void *signal_k;
+	/* what every rank passes alike is refused at once, as every rank does */
+	if (dtype < 0 || dtype > 2)
+		return fail(fn, NULL, bad_dtype);
+	if (m < 0 || m > INT_MAX || k < 0 || (uint64_t)m * (uint64_t)k > (uint64_t)1 << 40)
+		return fail(fn, NULL, "needs 0 <= m < 2^31, k >= 0 and m x k <= 2^40");
+	cmx_comm *c = comm_of(fn, comm, no_comm);
+	if (!c)
+		return -1;
+	const int size = c->size, me = c->rank;
+	const size_t es = (size_t)esize[dtype], block = (size_t)m * (size_t)k * es;
+	/* what may differ between ranks is refused after ready() (see above) */
+	const char *bad = NULL;
+	if (n < 1 || lda < k || (uint64_t)lda * es > INT_MAX || ldb < n || ldb > INT_MAX || ldo < n || (ag && ((uint64_t)ldag < (uint64_t)k ||
+	    (uint64_t)ldag * es > INT_MAX)))
+		bad = "needs n >= 1, k <= lda < 2^31 bytes, n <= ldb < 2^31, ldo >= n, and k <= ldag < 2^31 bytes where ag is given";
+	if (m == 0) /* every rank passes the same m */
+		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
+	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && on_device(out) && (!ag || !k || on_device(ag));
+	if (admit(fn, c, stream, out, OPS_FLAGS + 2 * ((uint64_t)size * block + 256), bad, args, 0))
+		return -1;
+	struct cmx_ops *o = c->ops;
+	if (!cmx_fused_kernel("cmx_ops_signal", &signal_k))
+		return refuse(fn, c, no_kernel);
+	if (!o->cublas) /* agreed at set-up: every rank refuses alike */
+		return refuse(fn, c, "cuBLAS, which computes the products, is not available on every rank");
+	if (!cmx_cuda_ctx_for(out))
+		return unordered(fn, c);
+	if (!o->push && !(o->push = cmx_cuda_stream_high())) /* in the context of the communicator's device */
+		return refuse(fn, c, "collmux could not make its stream for the copies");
+	const int64_t sh[] = {dtype, m, k}; /* n may differ between ranks */
+	ops_call_t O;
+	if (!begin(o, stream, &O, c, digest(sh, 3)))
+		return unordered(fn, c);
+	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
+	char *const half = o->peer[me] + O.data;
+	struct {
+		int to, from;
+		uint32_t tile;
+	} S = {-1, -1, 1}; /* Signal in ops.cu */
+	void *sargs[] = {&O, &S};
+	int ok = cmx_cuda_record(&o->started, stream) && cmx_cuda_wait(o->push, o->started);
+	for (int j = 1; j < size && ok; j++) {
+		S.to = (me + j) % size, S.from = -1;
+		ok = cmx_cuda_copy2d(o->peer[S.to] + O.data + (size_t)me * block, (size_t)k * es, a, (size_t)lda * es, (size_t)k * es,
+				     (size_t)m, o->push) &&
+		     cmx_cuda_launch(signal_k, 1, 32, o->push, sargs);
+	}
+	/* the gathered a: this rank's block, then each peer's once it is here */
+	for (int j = 0; j < size && ok && ag && k; j++) {
+		const int q = (me - j + size) % size;
+		S.to = -1, S.from = q;
+		ok = (j == 0 || cmx_cuda_launch(signal_k, 1, 32, o->push, sargs)) &&
+		     cmx_cuda_copy2d((char *)ag + (size_t)q * m * (size_t)ldag * es, (size_t)ldag * es, j ? half + (size_t)q * block : a,
+				     j ? (size_t)k * es : (size_t)lda * es, (size_t)k * es, (size_t)m, o->push);
+	}
+	ok = ok && cmx_cuda_record(&o->pushed, o->push);
+	for (int j = 0; j < size && ok; j++) {
+		const int q = (me - j + size) % size;
+		char *to = (char *)out + (size_t)q * m * (size_t)ldo * es;
+		S.to = -1, S.from = q;
+		if (j && !cmx_cuda_launch(signal_k, 1, 32, stream, sargs))
+			ok = 0;
+		else if (k)
+			ok = cmx_cublas_gemm(stream, dtype, (int)m, n, k, j ? half + (size_t)q * block : a, j ? k : lda, b, ldb, to, dtype, ldo);
+		else /* an empty sum */
+			ok = cmx_cuda_memset2d_async(to, (size_t)ldo * es, 0, (size_t)n * es, (size_t)m, stream);
+	}
+	if (!ok || !cmx_cuda_wait(stream, o->pushed) || !end(o, stream)) {
+		if (o->pushed) /* the copies too are what symm_free waits for */
+			cmx_cuda_wait(stream, o->pushed);
+		return broken(fn, c, stream, "a copy, cuBLAS or the kernel");
 	}
 	return 0;
 }

@@ -70,6 +70,41 @@ __device__ __forceinline__ void ops_raise(const OpsCall &O, u32 t)
 		st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)O.shape << 32 | O.seq);
 }
 
+// Polls rank p's flag of tile t here until it holds this call's number;
+// false, with the reason in err, when p did not raise it within the
+// timeout or called with another shape, or when another block gave up.
+__device__ __forceinline__ bool ops_poll(const OpsCall &O, u32 t, int p)
+{
+	const u64 *f = ops_flag(O, O.me, t, p);
+	u64 t0 = 0, v;
+	for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++) {
+		if ((spins & 1023) == 0) {
+			if (ld_relaxed(O.gone)) // another block gave up on a peer: so does this one, at once
+				return false;
+			u64 now = now_ns();
+			if (!t0)
+				t0 = now;
+			else if (now - t0 > O.timeout_ns) {
+				atomicOr(O.gone, 1u);
+				if (!(atomicOr(O.err, 1u << p) & (1u << p)))
+					printf("collmux: a fused operation on rank %d: rank %d did not arrive within COLLMUX_TIMEOUT; its "
+					       "result is not valid\n",
+					       O.me, p);
+				return false;
+			}
+		}
+	}
+	if ((u32)(v >> 32) != O.shape) {
+		atomicOr(O.gone, 1u);
+		if (!(atomicOr(O.err, 1u << 16) & (1u << 16)))
+			printf("collmux: a fused operation on rank %d: rank %d called it with another shape or type; its result is "
+			       "not valid\n",
+			       O.me, p);
+		return false;
+	}
+	return true;
+}
+
 // Waits until every rank raised its flag for tile t here; false (and the
 // reason in err) when one did not within the timeout or called with
 // another shape: the block then leaves its tile as it is.
@@ -81,39 +116,8 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 	if (threadIdx.x == 0)
 		bad = 0;
 	__syncthreads();
-	const int p = threadIdx.x;
-	if (p < O.n) {
-		const u64 *f = ops_flag(O, O.me, t, p);
-		u64 t0 = 0, v;
-		for (unsigned spins = 0; (u32)(v = ld_acquire64(f)) != O.seq; spins++) {
-			if ((spins & 1023) == 0) {
-				if (ld_relaxed(O.gone)) { // another block gave up on a peer: so does this one, at once
-					bad = 1;
-					break;
-				}
-				u64 now = now_ns();
-				if (!t0)
-					t0 = now;
-				else if (now - t0 > O.timeout_ns) {
-					atomicOr(O.gone, 1u);
-					if (!(atomicOr(O.err, 1u << p) & (1u << p)))
-						printf("collmux: a fused operation on rank %d: rank %d did not arrive within COLLMUX_TIMEOUT; its "
-						       "result is not valid\n",
-						       O.me, p);
-					bad = 1;
-					break;
-				}
-			}
-		}
-		if (!bad && (u32)(v >> 32) != O.shape) {
-			atomicOr(O.gone, 1u);
-			if (!(atomicOr(O.err, 1u << 16) & (1u << 16)))
-				printf("collmux: a fused operation on rank %d: rank %d called it with another shape or type; its result is "
-				       "not valid\n",
-				       O.me, p);
-			bad = 1;
-		}
-	}
+	if ((int)threadIdx.x < O.n && !ops_poll(O, t, threadIdx.x))
+		bad = 1;
 	__syncthreads();
 	const bool ok = !bad;
 	__syncthreads(); // every thread has read it before the next tile's wait resets it
@@ -513,6 +517,32 @@ template <typename T> __device__ __forceinline__ void ops_rsum(const OpsCall &O,
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_f32(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<float>(O, R); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_f16(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<f16>(O, R); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_rsum_bf16(const __grid_constant__ OpsCall O, const __grid_constant__ RSum R) { ops_rsum<bf16>(O, R); }
+
+// ---- all-gather + GEMM: every rank gets gather(A_q over ranks q) B ----
+//
+// No kernel of its own computes: each rank's copy engines push its m x k
+// block of A into every peer's data half, at [this rank], one peer after
+// another on collmux's stream, and after each push this kernel raises the
+// flag that says so at that peer; on the program's stream cuBLAS computes
+// the rank's own rows at once, under the pushes, then each peer's rows as
+// this kernel finds its flag here. One warp, one thread working: it waits
+// on the stream, holding no room a GEMM needs.
+struct Signal {
+	int to, from; // raise this rank's flag at rank `to`, then wait for rank `from`'s here; -1: neither
+	u32 tile;
+};
+extern "C" __global__ void cmx_ops_signal(const __grid_constant__ OpsCall O, const __grid_constant__ Signal S)
+{
+	if (threadIdx.x != 0)
+		return;
+	const u64 tag = (u64)O.shape << 32 | O.seq;
+	if (S.to >= 0) { // the push before it on the stream is complete: its bytes are there
+		st_release64(ops_flag(O, S.to, S.tile, O.me), tag);
+		st_release64(ops_flag(O, S.to, 0, O.me), tag); // tile 0 too: cmx_ops_refuse waits for it (the header says why)
+	}
+	if (S.from >= 0)
+		ops_poll(O, S.tile, S.from); // a failure is in err: the call's result is not valid, the next call fails
+}
 
 // A rank that refuses a call its peers make (an argument of its own,
 // found once the operations are set up, when no step of the call is

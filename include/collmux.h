@@ -140,6 +140,20 @@ int collmux_gemm_alltoall(int comm, void *stream, int dtype, int k, int n, int e
 int collmux_gemm_reducescatter(int comm, void *stream, int dtype, long long m, int n, int k, const void *a, long long lda,
 			       const void *b, long long ldb, void *out, long long ldo);
 
+/* All-gather + GEMM, a tensor-parallel column-parallel linear layer
+ * whose input is sharded by rows (sequence parallelism). Rank r holds a
+ * (m x k, row-major, row stride lda), rows m * r to m * (r + 1) - 1 of
+ * the input, and b (k x n, ldb), its columns of the weight; m, k and
+ * dtype are the same on every rank, n may differ. Every rank gets out
+ * (size * m rows x n, row stride ldo) = the ranks' a stacked in rank
+ * order, times b, accumulated in fp32 and rounded once; and, where ag is
+ * not NULL, the stacked a itself in ag (size * m x k, row stride ldag).
+ * The copy engines push this rank's a into the peers' memory over NVLink
+ * while cuBLAS computes this rank's own rows; each peer's rows are
+ * computed as soon as its a has arrived. */
+int collmux_allgather_gemm(int comm, void *stream, int dtype, long long m, int n, int k, const void *a, long long lda, const void *b,
+			   long long ldb, void *out, long long ldo, void *ag, long long ldag);
+
 /* Symmetric memory: `bytes` of device memory on every rank of comm (every
  * rank passes the same bytes), on the device of the current CUDA context,
  * each rank's mapped by its peers, zeroed. Where collmux_gemm_alltoall's

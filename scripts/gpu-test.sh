@@ -90,7 +90,7 @@ mpicc -I$CUDA/include -o $B/fusedops tests/gpu/fusedops.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/fusedops_bench bench/fusedops.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 mpicc -O2 -I$CUDA/include -o $B/embedding_bench bench/embedding.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 mpicc -O2 -I$CUDA/include -o $B/moe_bench bench/moe.c -L$CUDA/lib64 -lcudart -lnccl -ldl
-mpicc -O2 -I$CUDA/include -o $B/rs_bench bench/rs.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
+mpicc -O2 -I$CUDA/include -o $B/tp_bench bench/tp.c -L$CUDA/lib64 -lcudart -lnccl -ldl -lm
 set +x
 
 # Beside computation (COLLMUX_OVERLAP=1, the collmux_overlap info key):
@@ -133,13 +133,13 @@ ops_suite() {
       [ $np = "$RANKS" ] || [ $algo = auto ] || continue
       run $np "${X[@]}" -x COLLMUX_TIMEOUT=20 -x COLLMUX_OPS_ALGO=$algo $B/fusedops > $B/fo.$np 2> $B/fo.$np.err
       grep -q "$np ranks, 0 failures" $B/fo.$np
-      result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, GEMM + reduce-scatter, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
+      result $? "GEMV + all-reduce, embedding + all-to-all, GEMM + all-to-all, GEMM + reduce-scatter, all-gather + GEMM, $np ranks, COLLMUX_OPS_ALGO=$algo: exact results, the same bits on every rank, errors as promised: $(tail -1 $B/fo.$np)"
       grep -q "$np ranks, 0 failures" $B/fo.$np || grep -v '^\[' $B/fo.$np.err | head -20
     done
   done
   run "$RANKS" "${X[@]}" -x PYTHONPATH=$PWD/python python3 tests/py/fusedops_torch.py > $B/fot 2>&1
   grep -q "$RANKS ranks, 0 failures" $B/fot
-  result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile, embedding and MoE GEMM + all-to-all: $(grep fusedops_torch: $B/fot | tail -1)"
+  result $? "the collmux Python package: a row-parallel linear layer on PyTorch and CuPy, torch.ops and torch.compile, embedding and MoE GEMM + all-to-all, GEMM + reduce-scatter, all-gather + GEMM: $(grep fusedops_torch: $B/fot | tail -1)"
   grep -q "$RANKS ranks, 0 failures" $B/fot || grep -v '^\[' $B/fot | tail -20
 }
 # The watchdogs (a rank that never arrives) and fault injection (a rank
@@ -431,15 +431,18 @@ if { [ "${BENCH:-1}" = 1 ] || [ "${BENCH:-1}" = ops ]; } && [ "$NGPU" -ge 2 ]; t
     done
   } > "$OUT/moe.csv" 2> $B/moe.err || tail -20 $B/moe.err
   cat "$OUT/moe.csv"
-  # row-parallel linear + reduce-scatter: a 70B-class and an 8B-class MLP down projection, and fewer tokens
-  { timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/rs_bench 8192 28672 8192
-    for s in "2048 28672 8192" "16384 14336 4096"; do
-      timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/rs_bench $s | tail -n +2
+  # row-parallel linear + reduce-scatter: a 70B-class and an 8B-class MLP down projection, and fewer tokens;
+  # column-parallel all-gather + linear: their up projections
+  { timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/tp_bench rs 8192 28672 8192
+    for s in "rs 2048 28672 8192" "rs 16384 14336 4096" "ag 8192 8192 28672" "ag 2048 8192 28672" "ag 16384 4096 14336"; do
+      timeout 200 mpirun -np "$NGPU" "${X[@]}" $B/tp_bench $s | tail -n +2
     done
-    # and as PyTorch runs it, with its own fused operator (contender c) beside
-    timeout 300 mpirun -np "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 bench/rs_torch.py 8192 28672 8192 | tail -n +2
-  } > "$OUT/rs.csv" 2> $B/rs.err || tail -20 $B/rs.err
-  cat "$OUT/rs.csv"
+    # and as PyTorch runs them, with its own fused operators (contender c) beside
+    for s in "rs 8192 28672 8192" "ag 8192 8192 28672"; do
+      timeout 300 mpirun -np "$NGPU" "${X[@]}" -x PYTHONPATH=$PWD/python python3 bench/tp_torch.py $s | tail -n +2
+    done
+  } > "$OUT/tp.csv" 2> $B/tp.err || tail -20 $B/tp.err
+  cat "$OUT/tp.csv"
 fi
 # BENCH=persist (and BENCH=1): an 8-byte device all-reduce blocking,
 # persistent (MPI_Start + MPI_Wait) and nonblocking, taking turns, on

@@ -27,8 +27,10 @@ func TestFusedOpsUnavailable(t *testing.T) {
 					t.Errorf("no message %q naming the reason:\n%s", want, errs)
 				}
 			}
-			if n := strings.Count(errs, "collmux: collmux_gemm_reducescatter on rank "); n != 2 {
-				t.Errorf("%d messages naming collmux_gemm_reducescatter, want one a rank:\n%s", n, errs)
+			for _, op := range []string{"collmux_gemm_reducescatter", "collmux_allgather_gemm"} {
+				if n := strings.Count(errs, "collmux: "+op+" on rank "); n != 2 {
+					t.Errorf("%d messages naming %s, want one a rank:\n%s", n, op, errs)
+				}
 			}
 			// each rank's GEMM + all-to-all on MPI_COMM_SELF, where it is rank 0
 			if n := strings.Count(errs, "collmux: collmux_gemm_alltoall on rank 0: NVRTC"); n != 2 {

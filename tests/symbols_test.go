@@ -36,7 +36,7 @@ func TestExportedSymbols(t *testing.T) {
 			t.Errorf("%s is not exported", name)
 		}
 	}
-	for _, name := range []string{"MPI_Init", "MPI_Init_thread", "MPI_Allreduce_c", "collmux_version", "collmux_comm_states", "collmux_gemv_allreduce", "collmux_embedding_alltoall", "collmux_gemm_alltoall", "collmux_gemm_reducescatter", "collmux_symm_alloc", "collmux_symm_free",
+	for _, name := range []string{"MPI_Init", "MPI_Init_thread", "MPI_Allreduce_c", "collmux_version", "collmux_comm_states", "collmux_gemv_allreduce", "collmux_embedding_alltoall", "collmux_gemm_alltoall", "collmux_gemm_reducescatter", "collmux_allgather_gemm", "collmux_symm_alloc", "collmux_symm_free",
 		"mpi_init_", "mpi_init_thread_", "mpi_allreduce_", "mpi_allreduce__", "MPI_ALLREDUCE", "mpi_reduce_scatter_block_", "mpi_barrier_"} {
 		if !exported[name] {
 			t.Errorf("%s is not exported", name)

@@ -20,7 +20,7 @@ import (
 )
 
 // The fused operations' benchmarks (bench/fusedops.c, bench/embedding.c,
-// bench/moe.c)
+// bench/moe.c, bench/tp.c)
 // print CSV with an `op` column, shape columns, a `contender` and its `us`.
 // plotOps draws the speed-up of each contender of issue 18's letters b, c
 // and d over the unfused baseline a of the same shape (their names start
@@ -36,6 +36,8 @@ var opShape = map[string][2]string{
 	"gemm_alltoall":            {"tokens", "n"},
 	"gemm_reducescatter":       {"m", "n"},
 	"gemm_reducescatter_torch": {"m", "n"},
+	"allgather_gemm":           {"m", "n"},
+	"allgather_gemm_torch":     {"m", "n"},
 }
 
 var contenderColor = []color.NRGBA{

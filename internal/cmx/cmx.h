@@ -420,6 +420,9 @@ int cmx_mem_kind(const void *p); /* CMX_MEM_* of one pointer */
 int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure */
 int cmx_cuda_ctx_holds(const void *p); /* p was allocated in the current context */
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
+/* rows of `width` bytes, each `spitch` bytes after the last in src and
+ * `dpitch` in dst (device memory both), async on stream */
+int cmx_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, void *stream);
 int cmx_cuda_sync(void *stream);
 int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
 void *cmx_cuda_stream_new(int nonblocking);
@@ -456,6 +459,7 @@ void *cmx_cuda_stream_high(void); /* non-blocking, of the greatest priority */
 int cmx_cuda_memset(void *dptr, int v, size_t n);
 size_t cmx_cuda_mem_free(void); /* free bytes of the current context's device; SIZE_MAX where the driver cannot say */
 int cmx_cuda_memset_async(void *dptr, int v, size_t n, void *stream);
+int cmx_cuda_memset2d_async(void *dptr, size_t pitch, int v, size_t width, size_t rows, void *stream); /* rows of width bytes, pitch apart */
 int cmx_cuda_dtoh(void *dst, const void *src, size_t n);
 void *cmx_cuda_mapped(size_t n, void **dptr);
 
@@ -597,6 +601,8 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 			  long long capacity);
 int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
 			       long long lda, const void *b, long long ldb, void *out, long long ldo);
+int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
+			   long long lda, const void *b, long long ldb, void *out, long long ldo, void *ag, long long ldag);
 void *cmx_ops_symm_alloc(cmx_comm *comm, const char *no_comm, size_t bytes);
 int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p);
 /* The region of the send (which=0) or receive (which=1) buffer this rank's

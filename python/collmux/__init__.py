@@ -21,8 +21,8 @@ same shapes. Errors raise collmux.Error, with the library's message on
 stderr.
 
 With PyTorch, the operations are registered as torch.ops.collmux.
-gemv_allreduce(comm_handle, a, x), embedding_alltoall, gemm_alltoall and
-gemm_reducescatter (register_torch_ops() says their arguments), so that they can sit in a
+gemv_allreduce(comm_handle, a, x), embedding_alltoall, gemm_alltoall,
+gemm_reducescatter and allgather_gemm (register_torch_ops() says their arguments), so that they can sit in a
 torch.compile graph (comm_handle is comm.py2f()): on import when PyTorch
 is imported already, else by register_torch_ops().
 """
@@ -33,7 +33,7 @@ import os
 import sys
 from typing import List
 
-__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "embedding_alltoall", "gemm_alltoall", "gemm_reducescatter", "gemv_allreduce", "symm_empty", "symm_free", "library", "register_torch_ops",
+__all__ = ["Error", "FLOAT32", "FLOAT16", "BFLOAT16", "allgather_gemm", "embedding_alltoall", "gemm_alltoall", "gemm_reducescatter", "gemv_allreduce", "symm_empty", "symm_free", "library", "register_torch_ops",
            "version"]
 
 # Element types, as in collmux.h.
@@ -75,6 +75,11 @@ def library():
     r.restype = ctypes.c_int
     r.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                   ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong]
+    g = lib.collmux_allgather_gemm
+    g.restype = ctypes.c_int
+    g.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                  ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p,
+                  ctypes.c_longlong]
     lib.collmux_symm_alloc.restype = ctypes.c_void_p
     lib.collmux_symm_alloc.argtypes = [ctypes.c_int, ctypes.c_size_t]
     lib.collmux_symm_free.restype = ctypes.c_int
@@ -371,6 +376,30 @@ def gemm_alltoall(comm, a, b, rows, dest, out_rows, capacity, out=None):
     return out
 
 
+def _gemm_operands(comm, a, b):
+    """The communicator's handle, (size, rank), a (m, k) and b (k, n) of one
+    type on one device as _Arrays, and (m, k, lda, n, ldb)."""
+    handle = _handle(comm)
+    size, me = _size_rank(comm)
+    A, B = _Array(a, "a"), _Array(b, "b")
+    m, k, lda = A.rows("a")
+    kb, n, ldb = B.rows("b")
+    if len(A.shape) != 2 or len(B.shape) != 2 or kb != k or B.dtype != A.dtype or not _same_device(b, a):
+        raise ValueError("collmux: a must be (m, k) and b (k, n), of one type on one device")
+    return handle, size, me, A, B, (m, k, lda, n, ldb)
+
+
+def _result(arr, name, a, A, shape):
+    """An output of `shape` and a's type on a's device: arr (checked), or a
+    new one where arr is None; with its _Array and row stride."""
+    if arr is None:
+        arr = _empty(a, shape)
+    R = _Array(arr, name)
+    if R.shape != shape or R.dtype != A.dtype or not _same_device(arr, a):
+        raise ValueError("collmux: %s must be (%d, %d) of a's type on a's device" % ((name,) + shape))
+    return arr, R, R.rows(name)[2] if shape[0] else shape[1]
+
+
 def gemm_reducescatter(comm, a, b, out=None):
     """A row-parallel linear layer with its output reduce-scattered by rows
     (sequence parallelism), in one operation (PyTorch or CuPy).
@@ -381,25 +410,39 @@ def gemm_reducescatter(comm, a, b, out=None):
     rank's rows of the sum over ranks of a @ b, rows m * rank // size to
     m * (rank + 1) // size - 1, (those rows, n), each rank's partial in
     fp32, summed in rank order and rounded once."""
-    handle = _handle(comm)
-    size, me = _size_rank(comm)
-    A, B = _Array(a, "a"), _Array(b, "b")
-    m, k, lda = A.rows("a")
-    kb, n, ldb = B.rows("b")
-    if len(A.shape) != 2 or len(B.shape) != 2 or kb != k or B.dtype != A.dtype or not _same_device(b, a):
-        raise ValueError("collmux: a must be (m, k) and b (k, n), of one type on one device")
+    handle, size, me, A, B, (m, k, lda, n, ldb) = _gemm_operands(comm, a, b)
     mine = m * (me + 1) // size - m * me // size
-    if out is None:
-        out = _empty(a, (mine, n))
-    O = _Array(out, "out")
-    rows, cols, ldo = O.rows("out") if mine else (0, n, n)
-    if O.shape != (mine, n) or O.dtype != A.dtype or not _same_device(out, a):
-        raise ValueError("collmux: out must be (%d, %d) of a's type on a's device" % (mine, n))
+    out, O, ldo = _result(out, "out", a, A, (mine, n))
     with _on(a):
         rc = library().collmux_gemm_reducescatter(handle, A.stream, A.dtype, m, n, k, A.ptr if _numel(a) else None, lda,
-                                                  B.ptr if _numel(b) else None, ldb, O.ptr if mine else None, ldo)
+                                                  B.ptr if _numel(b) else None, ldb, O.ptr if _numel(out) else None, ldo)
     if rc != 0:
         raise Error("collmux_gemm_reducescatter failed (its reason is on stderr)")
+    return out
+
+
+def allgather_gemm(comm, a, b, out=None, gathered=None):
+    """A column-parallel linear layer whose input is sharded by rows
+    (sequence parallelism): the input's all-gather and the GEMM in one
+    operation (PyTorch or CuPy).
+
+    a: (m, k), this rank's rows of the input, rows m * rank to
+    m * (rank + 1) - 1 (rows contiguous); b: (k, n), this rank's columns
+    of the weight (rows contiguous); m and k are the same on every rank, n
+    may differ. Returns (or fills) out: (size * m, n), the ranks' a stacked
+    in rank order, times b; and fills gathered, where given, with the
+    stacked a itself, (size * m, k)."""
+    handle, size, me, A, B, (m, k, lda, n, ldb) = _gemm_operands(comm, a, b)
+    out, O, ldo = _result(out, "out", a, A, (size * m, n))
+    G, ldg = None, 0
+    if gathered is not None:
+        gathered, G, ldg = _result(gathered, "gathered", a, A, (size * m, k))
+    with _on(a):
+        rc = library().collmux_allgather_gemm(handle, A.stream, A.dtype, m, n, k, A.ptr if _numel(a) else None, lda,
+                                              B.ptr if _numel(b) else None, ldb, O.ptr if _numel(out) else None, ldo,
+                                              G.ptr if G is not None and _numel(gathered) else None, ldg)
+    if rc != 0:
+        raise Error("collmux_allgather_gemm failed (its reason is on stderr)")
     return out
 
 
@@ -450,7 +493,7 @@ _torch_ops = False
 
 def register_torch_ops():
     """Registers torch.ops.collmux.gemv_allreduce, embedding_alltoall,
-    gemm_alltoall and gemm_reducescatter (once; PyTorch 2.4 or later), whose fake forms give
+    gemm_alltoall, gemm_reducescatter and allgather_gemm (once; PyTorch 2.4 or later), whose fake forms give
     torch.compile the outputs' shapes. Each takes the communicator as its
     py2f() handle, and the lists flat (rows and dest of gemm_alltoall
     experts x size, expert-major); each returns a new tensor. They are
@@ -499,6 +542,15 @@ def register_torch_ops():
         size, me = _size_rank(comm)
         m = a.shape[0]
         return a.new_empty((m * (me + 1) // size - m * me // size, b.shape[1]))
+
+    @torch.library.custom_op("collmux::allgather_gemm", mutates_args=())
+    def _allgather_gemm(comm: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return allgather_gemm(comm, a, b)
+
+    @_allgather_gemm.register_fake
+    def _(comm, a, b):
+        size, _ = _size_rank(comm)
+        return a.new_empty((size * a.shape[0], b.shape[1]))
 
     _torch_ops = True
 

@@ -36,6 +36,8 @@ static int (*emb_a2a)(int, void *, int, int, int, long long, int, int, int, cons
 static int (*gemm_a2a)(int, void *, int, int, int, int, const void *, long long, const void *, const long long *, const long long *, void *,
 		       long long, long long);
 static int (*gemm_rs)(int, void *, int, long long, int, int, const void *, long long, const void *, long long, void *, long long);
+static int (*ag_gemm)(int, void *, int, long long, int, int, const void *, long long, const void *, long long, void *, long long, void *,
+		      long long);
 static void *(*symm_alloc)(int, size_t);
 static int (*symm_free)(int, void *);
 
@@ -300,6 +302,24 @@ static void moe(MPI_Comm comm, int c, int t, int k, int ncol, cudaStream_t *st, 
 	free(ha), free(hb), free(hout);
 }
 
+/* Rank me's a (m x k, row stride lda) and b (k x ncol, ldb) of case ci,
+ * in host memory (ha, hb) and copied into new device buffers (*da, *db,
+ * each an element longer) */
+static void gemm_inputs(int ci, int me, int t, long long m, int k, int lda, int ncol, int ldb, void *ha, void *hb, void **da, void **db)
+{
+	const size_t es = (size_t)esize[t];
+	for (long long r = 0; r < m; r++)
+		for (int j = 0; j < k; j++)
+			put(ha, (size_t)(r * lda + j), t, value(ci, me, 0, (size_t)(r * k + j)));
+	for (int j = 0; j < k; j++)
+		for (int col = 0; col < ncol; col++)
+			put(hb, (size_t)j * ldb + col, t, value(ci, me, 1, (size_t)j * ncol + col));
+	CUDA_OK(cudaMalloc(da, (size_t)(m * lda + 1) * es));
+	CUDA_OK(cudaMalloc(db, ((size_t)k * ldb + 1) * es));
+	CUDA_OK(cudaMemcpy(*da, ha, (size_t)(m * lda) * es, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(*db, hb, (size_t)k * ldb * es, cudaMemcpyHostToDevice));
+}
+
 /* A GEMM + reduce-scatter case: rank r holds a (m x k + r * kstep, row
  * stride lda = its k + 5) and b (its k x ncol, ldb = ncol + 3); this rank
  * must get its rows block of the sum over ranks, ldo = ncol + 1, whose
@@ -323,18 +343,8 @@ static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int 
 	if (reps > 4)
 		reps = 4;
 	for (int i = 0; i < reps; i++) {
-		const int ci = c * 16 + i;
-		for (long long r = 0; r < m; r++)
-			for (int j = 0; j < k; j++)
-				put(ha, (size_t)(r * lda + j), t, value(ci, me, 0, (size_t)(r * k + j)));
-		for (int j = 0; j < k; j++)
-			for (int col = 0; col < ncol; col++)
-				put(hb, (size_t)j * ldb + col, t, value(ci, me, 1, (size_t)j * ncol + col));
-		CUDA_OK(cudaMalloc(&da[i], (size_t)(m * lda + 1) * es));
-		CUDA_OK(cudaMalloc(&db[i], ((size_t)k * ldb + 1) * es));
+		gemm_inputs(c * 16 + i, me, t, m, k, lda, ncol, ldb, ha, hb, &da[i], &db[i]);
 		CUDA_OK(cudaMalloc(&dout[i], (size_t)(mine * ldo + 1) * es));
-		CUDA_OK(cudaMemcpy(da[i], ha, (size_t)(m * lda) * es, cudaMemcpyHostToDevice));
-		CUDA_OK(cudaMemcpy(db[i], hb, (size_t)k * ldb * es, cudaMemcpyHostToDevice));
 		CUDA_OK(cudaMemset(dout[i], 0x7f, (size_t)(mine * ldo) * es));
 	}
 	for (int i = 0; i < reps; i++) {
@@ -364,6 +374,70 @@ static void rs(MPI_Comm comm, int c, int t, long long m, int k0, int kstep, int 
 		cudaFree(da[i]), cudaFree(db[i]), cudaFree(dout[i]);
 	}
 	free(ha), free(hb), free(hout);
+}
+
+/* An all-gather + GEMM case: rank r holds a (m x k, row stride lda = k +
+ * 3) and b (k x its ncol = ncol0 + r, ldb = its ncol + 2); every rank must
+ * get out (size * m x its ncol, ldo = its ncol + 1), the ranks' a stacked
+ * times its b, the exact sums rounded once, and, where gathered, the
+ * stacked a in ag (ldag = k + 2); the padding columns of out and ag must
+ * keep the 0x7f bytes they were filled with. The call is made reps times
+ * on alternating streams with no host synchronisation between, each on
+ * inputs of its own (case c * 16 + i) into outputs of their own. */
+static void agm(MPI_Comm comm, int c, int t, long long m, int k, int ncol0, cudaStream_t *st, int reps, int gathered)
+{
+	int me, n;
+	MPI_Comm_rank(comm, &me);
+	MPI_Comm_size(comm, &n);
+	const size_t es = (size_t)esize[t];
+	const int ncol = ncol0 + me, lda = k + 3, ldb = ncol + 2, ldo = ncol + 1, ldag = k + 2;
+	const long long rows = m * n;
+	void *ha = calloc((size_t)(m * lda + 1), es), *hb = calloc((size_t)k * ldb + 1, es), *hout = calloc((size_t)(rows * ldo + 1), es),
+	     *hag = calloc((size_t)(rows * ldag + 1), es);
+	void *da[4], *db[4], *dout[4], *dag[4];
+	const unsigned char pad[4] = {0x7f, 0x7f, 0x7f, 0x7f};
+	if (reps > 4)
+		reps = 4;
+	for (int i = 0; i < reps; i++) {
+		gemm_inputs(c * 16 + i, me, t, m, k, lda, ncol, ldb, ha, hb, &da[i], &db[i]);
+		CUDA_OK(cudaMalloc(&dout[i], (size_t)(rows * ldo + 1) * es));
+		CUDA_OK(cudaMalloc(&dag[i], (size_t)(rows * ldag + 1) * es));
+		CUDA_OK(cudaMemset(dout[i], 0x7f, (size_t)(rows * ldo) * es));
+		CUDA_OK(cudaMemset(dag[i], 0x7f, (size_t)(rows * ldag) * es));
+	}
+	for (int i = 0; i < reps; i++) {
+		const int rc = ag_gemm(COMM_INT(comm), st[i % 2], t, m, ncol, k, da[i], lda, db[i], ldb, dout[i], ldo, gathered ? dag[i] : NULL,
+				       ldag);
+		if (rc != 0)
+			fail("all-gather + GEMM case %d (type %d, m %d): returned %d", c, t, (int)m, rc);
+	}
+	CUDA_OK(cudaDeviceSynchronize());
+	for (int i = 0; i < reps; i++) {
+		const int ci = c * 16 + i;
+		CUDA_OK(cudaMemcpy(hout, dout[i], (size_t)(rows * ldo) * es, cudaMemcpyDeviceToHost));
+		CUDA_OK(cudaMemcpy(hag, dag[i], (size_t)(rows * ldag) * es, cudaMemcpyDeviceToHost));
+		int bad = 0;
+		for (long long row = 0; row < rows; row++) {
+			const int q = (int)(row / m);
+			const long long r = row % m;
+			for (int j = 0; j < ncol; j++) {
+				double sum = 0;
+				for (int x = 0; x < k; x++)
+					sum += (double)value(ci, q, 0, (size_t)(r * k + x)) * value(ci, me, 1, (size_t)x * ncol + j);
+				if (get(hout, (size_t)(row * ldo + j), t) != rounded(sum, t) && bad++ < 3)
+					fail("all-gather + GEMM case %d (type %d, call %d): row %d is not the exact product", c, t, i, (int)row);
+			}
+			if (memcmp((char *)hout + (size_t)(row * ldo + ncol) * es, pad, es) != 0 && bad++ < 3)
+				fail("all-gather + GEMM case %d (type %d, call %d): row %d's padding was written", c, t, i, (int)row);
+			for (int x = 0; x < k && gathered; x++)
+				if (get(hag, (size_t)(row * ldag + x), t) != rounded(value(ci, q, 0, (size_t)(r * k + x)), t) && bad++ < 3)
+					fail("all-gather + GEMM case %d (type %d, call %d): gathered row %d is not rank %d's", c, t, i, (int)row);
+			if (memcmp((char *)hag + (size_t)(row * ldag + (gathered ? k : 0)) * es, pad, es) != 0 && bad++ < 3)
+				fail("all-gather + GEMM case %d (type %d, call %d): gathered row %d was written past its end", c, t, i, (int)row);
+		}
+		cudaFree(da[i]), cudaFree(db[i]), cudaFree(dout[i]), cudaFree(dag[i]);
+	}
+	free(ha), free(hb), free(hout), free(hag);
 }
 
 /* One case on comm: every rank's inputs made, the call made `reps`
@@ -442,6 +516,7 @@ int main(int argc, char **argv)
 	*(void **)&emb_a2a = dlsym(RTLD_DEFAULT, "collmux_embedding_alltoall");
 	*(void **)&gemm_a2a = dlsym(RTLD_DEFAULT, "collmux_gemm_alltoall");
 	*(void **)&gemm_rs = dlsym(RTLD_DEFAULT, "collmux_gemm_reducescatter");
+	*(void **)&ag_gemm = dlsym(RTLD_DEFAULT, "collmux_allgather_gemm");
 	*(void **)&symm_alloc = dlsym(RTLD_DEFAULT, "collmux_symm_alloc");
 	*(void **)&symm_free = dlsym(RTLD_DEFAULT, "collmux_symm_free");
 	if (argc > 1 && strcmp(argv[1], "unavailable") == 0) {
@@ -455,6 +530,8 @@ int main(int argc, char **argv)
 			fail("collmux_gemm_alltoall did not return -1 without kernels", 0, 0, 0, 0);
 		if (gemm_rs && gemm_rs(COMM_INT(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 16, 16, 16, d, 16, d, 16, d, 16) != -1)
 			fail("collmux_gemm_reducescatter did not return -1 without kernels", 0, 0, 0, 0);
+		if (ag_gemm && ag_gemm(COMM_INT(MPI_COMM_WORLD), 0, COLLMUX_FLOAT32, 4, 16, 16, d, 16, d, 16, d, 16, NULL, 0) != -1)
+			fail("collmux_allgather_gemm did not return -1 without kernels", 0, 0, 0, 0);
 		/* every rank refuses alike, with no rank left in a collective step */
 		if (symm_alloc && symm_alloc(COMM_INT(MPI_COMM_WORLD), 4096) != NULL)
 			fail("collmux_symm_alloc did not return NULL without kernels", 0, 0, 0, 0);
@@ -539,6 +616,18 @@ int main(int argc, char **argv)
 	} else {
 		fail("collmux_gemm_reducescatter not found", 0, 0, 0, 0);
 	}
+	/* all-gather + GEMM: every type, odd m, k and n, n differing between
+	 * ranks, the gathered input or not, k = 0 (empty sums), repeated calls
+	 * on two streams, one rank alone */
+	if (ag_gemm) {
+		agm(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 37, 16, 24, st, 1, 1);
+		agm(MPI_COMM_WORLD, c++, COLLMUX_BFLOAT16, 256, 128, 200, st, 3, 0);
+		agm(MPI_COMM_WORLD, c++, COLLMUX_FLOAT16, 1, 9, 7, st, 2, 1);
+		agm(MPI_COMM_WORLD, c++, COLLMUX_FLOAT32, 20, 0, 5, st, 1, 1);
+		agm(MPI_COMM_SELF, c++, COLLMUX_BFLOAT16, 40, 64, 100, st, 1, 1);
+	} else {
+		fail("collmux_allgather_gemm not found", 0, 0, 0, 0);
+	}
 	/* the errors promised: every rank gets -1 and nothing is queued */
 	void *d;
 	CUDA_OK(cudaMalloc(&d, 1 << 20));
@@ -555,6 +644,9 @@ int main(int argc, char **argv)
 		gemm_rs ? gemm_rs(f, 0, COLLMUX_FLOAT32, 64, 8, 8, host, 8, host, 8, host, 8) : -1,               /* host buffers */
 		gemm_rs ? gemm_rs(f, 0, COLLMUX_FLOAT32, 64, 8, 8, d, 4, d, 8, d, 8) : -1,                        /* lda < k */
 		gemm_rs ? gemm_rs(f, 0, 5, 64, 8, 8, d, 8, d, 8, d, 8) : -1,                                     /* no such type */
+		ag_gemm ? ag_gemm(f, 0, COLLMUX_FLOAT32, 8, 8, 8, host, 8, host, 8, host, 8, NULL, 0) : -1,      /* host buffers */
+		ag_gemm ? ag_gemm(f, 0, COLLMUX_FLOAT32, 8, 8, 8, d, 4, d, 8, d, 8, NULL, 0) : -1,               /* lda < k */
+		ag_gemm ? ag_gemm(f, 0, COLLMUX_FLOAT32, 8, 8, 8, d, 8, d, 8, d, 8, d, 4) : -1,                  /* ldag < k */
 	};
 	for (int i = 0; i < (int)(sizeof errs / sizeof errs[0]); i++)
 		if (errs[i] != -1)

@@ -65,6 +65,14 @@ expect("reduce-scatter checks out", raises(ValueError, lambda: collmux.gemm_redu
     comm, H(np.ones((8, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((mine + 1, 6), np.float32)))))
 expect("reduce-scatter needs out= for such arrays", raises(ValueError, lambda: collmux.gemm_reducescatter(
     comm, H(np.ones((8, 4), np.float32)), H(np.ones((4, 6), np.float32)))))
+n_all = 3 * comm.size
+expect("all-gather + GEMM refuses host memory", raises(collmux.Error, lambda: collmux.allgather_gemm(
+    comm, H(np.ones((3, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((n_all, 6), np.float32)))))
+expect("all-gather + GEMM checks out", raises(ValueError, lambda: collmux.allgather_gemm(
+    comm, H(np.ones((3, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((3, 6), np.float32)))))
+expect("all-gather + GEMM checks gathered", raises(ValueError, lambda: collmux.allgather_gemm(
+    comm, H(np.ones((3, 4), np.float32)), H(np.ones((4, 6), np.float32)), out=H(np.ones((n_all, 6), np.float32)),
+    gathered=H(np.ones((n_all, 6), np.float32)))))
 counts = [[1] * comm.size, [2] * comm.size]  # 2 experts, 3 rows from each rank
 at = [[0] * comm.size, [1] * comm.size]
 expect("GEMM + all-to-all refuses host memory", raises(collmux.Error, lambda: collmux.gemm_alltoall(

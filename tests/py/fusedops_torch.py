@@ -8,6 +8,7 @@ against torch's EmbeddingBag over all the tables, each rank's samples;
 collmux.gemm_alltoall against torch's products of each rank's tokens; both
 again as torch.ops.collmux operators, alone and in a torch.compile graph;
 collmux.gemm_reducescatter against the full product's rows of each rank,
+collmux.allgather_gemm against the full product and the gathered input,
 as an operator, and on CuPy arrays.
 Prints
 "fusedops_torch: N ranks, F failures"."""
@@ -177,6 +178,30 @@ for dtype, m, K, n in [(torch.bfloat16, 1024, 1536, 512), (torch.float32, 37, 40
         return torch.ops.collmux.gemm_reducescatter(h, a, b) + 1
     got = torch.compile(rowpar, backend="aot_eager", fullgraph=True)(comm.py2f(), xs, ws)
     expect(f"gemm_reducescatter {dtype}: torch.compile graph", torch.equal(got, y + 1))
+
+# all-gather + GEMM as a column-parallel linear layer under sequence
+# parallelism: each rank holds its rows of the input (a column slice of a
+# wider tensor, so rows are strided) and its columns of the weight, and gets
+# the product of the whole input with them, and the gathered input, bit for
+# bit; the same as torch.ops.collmux.allgather_gemm, alone and compiled
+for dtype, m, K, n in [(torch.bfloat16, 512, 768, 384 + 8 * rank), (torch.float32, 13, 40, 24)]:
+    x = torch.randn(size * m, K + 3, generator=torch.Generator().manual_seed(31 + m)).to(dtype).to(dev)  # the same on every rank
+    w = (torch.randn(K, n, generator=torch.Generator().manual_seed(37 + rank)) / K ** 0.5).to(dtype).to(dev)
+    xs = x[rank * m:(rank + 1) * m, :K]  # this rank's rows: row stride K + 3
+    gathered = torch.empty(size * m, K, dtype=dtype, device=dev)
+    y = collmux.allgather_gemm(comm, xs, w, gathered=gathered)
+    ref = x[:, :K].float() @ w.float()
+    torch.cuda.synchronize()
+    err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    expect(f"allgather_gemm {dtype} ({m},{K},{n}): {err:.2e} from the full product", tuple(y.shape) == (size * m, n) and err < tol)
+    expect(f"allgather_gemm {dtype}: the gathered input, bit for bit", torch.equal(gathered, x[:, :K]))
+    expect(f"allgather_gemm {dtype}: torch.ops gives the same", torch.equal(torch.ops.collmux.allgather_gemm(comm.py2f(), xs, w), y))
+
+    def colpar(h, a, b):
+        return torch.ops.collmux.allgather_gemm(h, a, b) * 2
+    got = torch.compile(colpar, backend="aot_eager", fullgraph=True)(comm.py2f(), xs, w)
+    expect(f"allgather_gemm {dtype}: torch.compile graph", torch.equal(got, y * 2))
 
 # the same on CuPy arrays (float32), against NumPy's product of the whole
 try:
