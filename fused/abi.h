@@ -33,6 +33,7 @@ enum { CMX_ELEMENT_TYPES(CMX_ELEMENT_NAME) T_COUNT };
 #define CMX_OPS_TILES 4096     /* the most tiles of one call */
 #define CMX_OPS_THREADS 256    /* 8 warps a block */
 #define CMX_OPS_RW 4           /* the most rows a warp computes in one tile */
+#define CMX_OPS_TC_ROWS 32     /* the rows of a tile of the tensor-core GEMV */
 #define CMX_OPS_EMB_TABLES 128 /* the most tables a rank owns in one embedding call */
 
 #endif

@@ -48,6 +48,7 @@ typedef struct {
 	long long lda, ldx, ldy;
 	int m, k, batch, rw;
 	_Bool vec, xvec;
+	int segs;
 } gemv_t;
 
 struct cmx_ops {
@@ -63,6 +64,7 @@ struct cmx_ops {
 	int mps;           /* some rank shares its GPU through MPS: see consume() */
 	int mates;         /* ranks of the communicator on this rank's GPU (this one included): they grow together */
 	int cublas;        /* every rank has cuBLAS */
+	int tc;            /* every rank's GPU has 16-bit tensor-core mma (sm_80 on): the fused GEMV's tiles are cmx_gemv_tc's */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
 	void *side;        /* collmux's own stream, for the flags of a refused call */
@@ -149,10 +151,11 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				free(all);
 				return args ? "some rank passed buffers that are not in device memory" : not_device;
 			}
-		int sms = INT_MAX, cublas = 1;
+		int sms = INT_MAX, cublas = 1, tc = 1;
 		for (int p = 0; p < c->size && !why; p++) {
 			sms = all[p].sms < sms ? all[p].sms : sms; /* the tiles' shape must be the same on every rank */
 			cublas &= all[p].cublas;
+			tc &= all[p].arch >= 80;
 			if (!all[p].ok)
 				why = c->size > CMX_MAX_RANKS ? "it has more than 8 ranks"
 							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
@@ -186,7 +189,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = sms, o->cublas = cublas, o->mps = mps, o->mates = mates;
+		o->sms = sms, o->cublas = cublas, o->tc = tc, o->mps = mps, o->mates = mates;
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
@@ -444,9 +447,11 @@ enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
  * at batch 1 cuBLAS + collmux's sum is 1.01-1.23x cuBLAS + NCCL (it needs
  * no copy and no NCCL launch), at batch 4 0.96-0.99x and at 16 down to
  * 0.60x (cuBLAS is slower with fp32 outputs), so NCCL's form past batch 1.
- * The fused loop reaches 0.76-0.87x at batch 1 (it streams A at about 3.3
- * TB/s where cuBLAS does 4.3) and falls further behind with the batch (CUDA
- * cores where cuBLAS uses tensor cores): auto does not take it yet. */
+ * The fused kernel reached 0.76-0.87x at batch 1 (it streams A at about 3.3
+ * TB/s where cuBLAS does 4.3) and fell further behind with the batch; on
+ * tensor cores (session 17, one H200, one rank) it is 0.65-0.84x cuBLAS's
+ * GEMV alone at every batch: auto does not take it yet (its two-GPU
+ * figures are to come). */
 static int gemv_form(int batch)
 {
 	if (cmx_cfg.ops_algo)
@@ -478,7 +483,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 			   long long lda, const void *x, long long ldx, void *y, long long ldy)
 {
 	static const char fn[] = "collmux_gemv_allreduce";
-	static void *gemv_k[3][5], *sum_k[3];
+	static void *gemv_k[3][5], *tc_k[3][2], *sum_k[3];
 	if (dtype < 0 || dtype > 2)
 		return fail(fn, NULL, bad_dtype);
 	/* what every rank passes alike is refused at once, as every rank does */
@@ -494,8 +499,11 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		bad = "needs 0 <= k <= 2^31 - 4097, k <= lda < 2^31, k <= ldx < 2^31 and m <= ldy < 2^31";
 	if (m == 0) /* every rank passes the same m */
 		return bad ? fail(fn, c, bad) : 0;
-	/* room for the partials of every form (the nccl form uses none) */
-	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4;
+	/* room for the partials of every form (the nccl form uses none), the
+	 * tensor-core GEMV's in up to segs_most segments of k (below) */
+	const uint64_t tc_tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
+	const int segs_most = dtype == COLLMUX_FLOAT32 ? 1 : (int)(CMX_OPS_TILES / tc_tiles < 32 / batch ? CMX_OPS_TILES / tc_tiles : 32 / batch);
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * (uint64_t)segs_most;
 	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
 		  gemv_form(batch) == GEMV_NCCL))
 		return -1;
@@ -518,21 +526,36 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		long long ldy;
 		int m, batch, rows;
 		_Bool pull;
-	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused}; /* SumTo in ops.cu */
+		int segs;
+	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused, 1}; /* SumTo in ops.cu */
 	void *fsum = typed_kernel("cmx_ops_sum", dtype, 0, &sum_k[dtype]);
 	if (fused) {
 		/* the batch rounded up to a kernel's; the rows a warp computes:
-		 * as many as leave two tiles for each multiprocessor */
+		 * as many as leave two tiles for each multiprocessor. 16-bit
+		 * types on tensor cores where every rank has them, in tiles of
+		 * CMX_OPS_TC_ROWS; where there are 3 tiles a multiprocessor or
+		 * more (several waves), k cut into as many segments as make 16
+		 * units a multiprocessor, the last wave's idle share small (at
+		 * most segs_most: the partials, and the sum's reads, grow with
+		 * them). Measured on one H200 (docs/results/gpu-2026-12-01-
+		 * session17, one rank): at batch 4 and 16 the tensor cores take
+		 * 0.07-0.4x the CUDA-core loop's time; at batch 1 0.7-0.8x below
+		 * 3 tiles a multiprocessor (where segments cost more than they
+		 * save), but 1.05x past it, where the loop stays */
 		int nbi = 0, rw = CMX_OPS_RW;
+		const int many = tc_tiles >= 3 * (uint64_t)o->sms, tc = o->tc && dtype != COLLMUX_FLOAT32 && !(batch == 1 && many);
 		while ((1 << nbi) < batch)
 			nbi++;
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
 			rw /= 2;
-		f = typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
+		f = tc ? typed_kernel("cmx_gemv_tc", dtype, batch > 8 ? 16 : 8, &tc_k[dtype][batch > 8])
+		       : typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
+		const uint64_t want = (16 * (uint64_t)o->sms + tc_tiles - 1) / tc_tiles;
+		S.segs = tc && many ? (int)(want < (uint64_t)segs_most ? want : (uint64_t)segs_most) : 1;
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
-			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0};
-		grid = (unsigned)((m + 8 * rw - 1) / (8 * rw)); /* a block a tile: the scheduler balances them */
-		S.rows = 8 * rw;
+			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0, S.segs};
+		S.rows = tc ? CMX_OPS_TC_ROWS : 8 * rw;
+		grid = (unsigned)((m + S.rows - 1) / S.rows) * (unsigned)S.segs; /* a block a unit: the scheduler balances them */
 		args[1] = &G;
 	}
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
@@ -561,7 +584,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	const int ok = (fused ? cmx_cuda_launch(f, grid, CMX_OPS_THREADS, stream, args)
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       consume(o, &O, fsum, tiles, &S, 0, tiles, !fused, stream) && end(o, stream);
+		       consume(o, &O, fsum, tiles, &S, 0, tiles * (unsigned)S.segs, !fused, stream) && end(o, stream);
 	return ok ? 0 : broken(fn, c, stream, fused ? "the kernel" : "cuBLAS or the kernel");
 }
 

@@ -200,6 +200,7 @@ struct Gemv {
 	long long lda, ldx, ldy;
 	int m, k, batch, rw;
 	bool vec, xvec; // a (x) and its rows 16-byte aligned
+	int segs;       // gemv_tc: k is cut into this many segments, each a tile's unit of its own
 };
 
 // One block a tile, which it computes and pushes to every rank, raising
@@ -299,6 +300,123 @@ template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsC
 	}
 }
 
+// The same product on tensor cores, for 16-bit types (sm_80 on): a unit is
+// a tile of 32 rows and one of G.segs segments of k (so that there are
+// enough units to keep every multiprocessor busy to the end, whatever m):
+// two groups of 16 rows, each split by k among four warps, which run
+// mma.m16n8k16 (one per 8 batch columns, fp32 accumulators) over their
+// quarter and add up in shared memory, in a fixed order. Its partial goes
+// to [me][segment][b][row] of every rank's data half, and its flag is
+// that of "tile" t * segs + segment; ops_sum adds the segments too. A lane loads 16
+// bytes of each of its two rows (g and g + 8 of the group) and of x's
+// row g, the same eight columns of all three: a k-sum does not care which
+// of its slots holds which column, so long as A and x put a column in the
+// same one, and the mma's fragment layout then needs no shuffle. The
+// kernel streams A as the loop above does, with the products on tensor
+// cores: at batch 16 the CUDA-core loop is compute-bound.
+#define CMX_TC_U 4     // 32-column steps a warp loads before using them
+
+template <typename T> __device__ __forceinline__ void mma16816(float *d, const u32 *a, u32 b0, u32 b1);
+template <> __device__ __forceinline__ void mma16816<bf16>(float *d, const u32 *a, u32 b0, u32 b1)
+{
+#if __CUDA_ARCH__ >= 800
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+template <> __device__ __forceinline__ void mma16816<f16>(float *d, const u32 *a, u32 b0, u32 b1)
+{
+#if __CUDA_ARCH__ >= 800
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// 8 elements (16 bytes) of row p from column j on, zero past `left`
+// columns or where p is NULL
+template <typename T> __device__ __forceinline__ uint4 ld16(const T *p, bool vec, int left)
+{
+	if (!p || left <= 0)
+		return make_uint4(0, 0, 0, 0);
+	if (vec && left >= 8)
+		return __ldg((const uint4 *)p);
+	union {
+		uint4 v;
+		unsigned short h[8];
+	} u;
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		u.h[i] = i < left ? ((const unsigned short *)p)[i] : 0;
+	return u.v;
+}
+
+template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsCall &O, const Gemv &G)
+{
+	__shared__ float red[8][16][8 * NT]; // [warp][row of its group][batch column]
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+	const u32 units = (u32)((G.m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS) * G.segs;
+	const T *A = (const T *)G.a, *X = (const T *)G.x;
+	const u64 mb = (u64)G.m * G.batch;
+	const int chunks = (G.k + 31) / 32, q = warp & 3; // 32 columns a chunk; this warp's quarter of a segment's
+	const T *xr[NT]; // x's rows g (and g + 8) for this lane, NULL past the batch
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+		xr[n] = g + 8 * n < G.batch ? X + (long long)(g + 8 * n) * G.ldx : NULL;
+	for (u32 unit = blockIdx.x; unit < units; unit += gridDim.x) {
+		const u32 t = unit / G.segs, seg = unit % G.segs;
+		const int s_lo = (int)((long long)chunks * seg / G.segs), s_hi = (int)((long long)chunks * (seg + 1) / G.segs);
+		const int c_lo = s_lo + (s_hi - s_lo) * q / 4, c_hi = s_lo + (s_hi - s_lo) * (q + 1) / 4;
+		const int r0 = t * CMX_OPS_TC_ROWS + (warp >> 2) * 16 + g;
+		const T *ar[2] = {r0 < G.m ? A + (long long)r0 * G.lda : NULL, r0 + 8 < G.m ? A + (long long)(r0 + 8) * G.lda : NULL};
+		float d[NT][4];
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+			d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
+		for (int c0 = c_lo; c0 < c_hi; c0 += CMX_TC_U) {
+			uint4 a[CMX_TC_U][2], x[CMX_TC_U][NT];
+#pragma unroll
+			for (int u = 0; u < CMX_TC_U; u++) {
+				const int j = (c0 + u) * 32 + 8 * t4, left = c0 + u < c_hi ? G.k - j : 0;
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+					a[u][h] = ld16(ar[h] ? ar[h] + j : (const T *)NULL, G.vec, left);
+#pragma unroll
+				for (int n = 0; n < NT; n++)
+					x[u][n] = ld16(xr[n] ? xr[n] + j : (const T *)NULL, G.xvec, left);
+			}
+#pragma unroll
+			for (int u = 0; u < CMX_TC_U; u++)
+#pragma unroll
+				for (int half = 0; half < 2; half++) { // columns 0-3 then 4-7 of the lane's eight
+					// rows g, g + 8 of columns 2 t4 (+ 1), then of 2 t4 + 8 (+ 9), in the mma's words
+					const u32 frag[4] = {half ? a[u][0].z : a[u][0].x, half ? a[u][1].z : a[u][1].x,
+							     half ? a[u][0].w : a[u][0].y, half ? a[u][1].w : a[u][1].y};
+#pragma unroll
+					for (int n = 0; n < NT; n++)
+						mma16816<T>(d[n], frag, half ? x[u][n].z : x[u][n].x, half ? x[u][n].w : x[u][n].y);
+				}
+		}
+		// d[n]: rows g, g + 8 of the group; batch columns 8n + 2 t4, + 1
+#pragma unroll
+		for (int n = 0; n < NT; n++) {
+			red[warp][g][8 * n + 2 * t4] = d[n][0], red[warp][g][8 * n + 2 * t4 + 1] = d[n][1];
+			red[warp][g + 8][8 * n + 2 * t4] = d[n][2], red[warp][g + 8][8 * n + 2 * t4 + 1] = d[n][3];
+		}
+		__syncthreads();
+		for (int i = threadIdx.x; i < CMX_OPS_TC_ROWS * G.batch; i += blockDim.x) {
+			const int rl = i % CMX_OPS_TC_ROWS, b = i / CMX_OPS_TC_ROWS, w0 = (rl / 16) * 4, row = t * CMX_OPS_TC_ROWS + rl;
+			if (row >= G.m)
+				continue;
+			const float v = ((red[w0][rl % 16][b] + red[w0 + 1][rl % 16][b]) + red[w0 + 2][rl % 16][b]) + red[w0 + 3][rl % 16][b];
+			for (int p = 0; p < O.n; p++)
+				((float *)(O.ws[p] + O.data))[((u64)O.me * G.segs + seg) * mb + (u64)b * G.m + row] = v;
+		}
+		ops_raise(O, unit); // its barrier: every thread has read red before the next unit writes it
+	}
+}
+
 // ---- the sum: every rank's partial, in rank order, rounded once ----
 //
 // A kernel of its own after the one that made the partials, so that no
@@ -315,6 +433,7 @@ struct SumTo {
 	long long ldy;
 	int m, batch, rows;
 	bool pull;
+	int segs; // push: the segments of k of each rank's partial (gemv_tc's; 1 otherwise), tile t's flags t * segs on
 };
 template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, const SumTo &S)
 {
@@ -324,7 +443,10 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 		for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
 			ops_raise(O, t);
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
-		if (!ops_wait(O, t))
+		bool ok = true;
+		for (int s = 0; s < S.segs && ok; s++)
+			ok = ops_wait(O, t * S.segs + s);
+		if (!ok)
 			continue;
 		for (int i = threadIdx.x; i < S.rows * S.batch; i += blockDim.x) {
 			const int row = t * S.rows + i % S.rows, b = i / S.rows;
@@ -332,8 +454,11 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 				continue;
 			float s = 0.f;
 			for (int p = 0; p < O.n; p++)
-				s += __ldcg(S.pull ? (const float *)(O.ws[p] + O.data) + (u64)b * S.m + row
-						   : (const float *)(O.ws[O.me] + O.data) + p * mb + (u64)b * S.m + row);
+				if (S.pull)
+					s += __ldcg((const float *)(O.ws[p] + O.data) + (u64)b * S.m + row);
+				else
+					for (int g = 0; g < S.segs; g++)
+						s += __ldcg((const float *)(O.ws[O.me] + O.data) + ((u64)p * S.segs + g) * mb + (u64)b * S.m + row);
 			((T *)S.y)[(long long)b * S.ldy + row] = fromf(s, T());
 		}
 	}
@@ -350,6 +475,10 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_bf16(c
 CMX_GEMV_NB(float, f32)
 CMX_GEMV_NB(f16, f16)
 CMX_GEMV_NB(bf16, bf16)
+#define CMX_GEMV_TC(name, T, NT) \
+	extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) name(const __grid_constant__ OpsCall O, const __grid_constant__ Gemv G) { gemv_tc<T, NT>(O, G); }
+CMX_GEMV_TC(cmx_gemv_tc_f16_8, f16, 1) CMX_GEMV_TC(cmx_gemv_tc_f16_16, f16, 2)
+CMX_GEMV_TC(cmx_gemv_tc_bf16_8, bf16, 1) CMX_GEMV_TC(cmx_gemv_tc_bf16_16, bf16, 2)
 
 // ---- embedding pooling + all-to-all (DLRM's model-parallel embeddings) ----
 //

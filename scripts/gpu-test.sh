@@ -126,7 +126,7 @@ ops_suite() {
   $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .) \
     -Xptxas -v -o $B/module.cubin $B/module.cu > $B/ptxas.txt 2>&1
   result $? "the kernel module (abi.h + kernels.cu + ops.cu) compiles with nvcc"
-  echo "operation kernels with register counts in ops-ptxas.txt: $(grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers)"
+  echo "operation kernels with register counts in ops-ptxas.txt: $(grep -A3 -E "Compiling entry function '(cmx_gemv_ar|cmx_gemv_tc|cmx_ops_sum)" $B/ptxas.txt | grep -E "entry|registers|spill" | tee "$OUT/ops-ptxas.txt" | grep -c registers)"
   grep -E "error" $B/ptxas.txt | head -20
   for np in $(seq $FIRST "$RANKS"); do
     for algo in auto fused cublas; do
