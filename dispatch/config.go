@@ -225,6 +225,15 @@ func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn str
 		return nil, "", "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
 	}
 	rules, err = ParseRules(t.RuleString(), "tuning table "+path)
+	// A table's rules were measured with each collective alone on the GPU:
+	// those that do not say overlap=yes hold outside overlap mode only, so
+	// that beside computation the defaults' (or the table's own overlap=yes
+	// rules) still choose.
+	for i := range rules {
+		if rules[i].Cond.Overlaps == 0 {
+			rules[i].Cond.Overlaps = 1 << Alone
+		}
+	}
 	return rules, path, from, "", err
 }
 

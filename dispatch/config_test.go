@@ -126,6 +126,31 @@ func TestTuningTable(t *testing.T) {
 	if r := rt.Pick(Bcast, Device, DFloat, 8); r.Backend != Staged || c.Rules[r.Rule].Source != "COLLMUX_RULES" {
 		t.Error("COLLMUX_RULES must come after the tuning table")
 	}
+	// beside computation the table's rules (measured alone) give way to the
+	// defaults' overlap rules, unless they say overlap=yes themselves
+	beside := CompileMode(c.Rules, Shape{2, 1, 2, nvlink.None}, Mode{Blocking, Beside})
+	if r := beside.Pick(Allreduce, Device, DFloat, 1<<20); r.Backend == NCCL && strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
+		t.Error("a tuning table's rule without overlap=yes chose a call in overlap mode")
+	}
+	lean := write("lean.json", "key-here", "allgather:cuda:*:nccl", "allgather:cuda:0-1M:fused:overlap=yes")
+	env["COLLMUX_TUNING"] = lean
+	if c, err := LoadConfig(get); err != nil {
+		t.Fatal(err)
+	} else {
+		beside := CompileMode(c.Rules, Shape{2, 1, 2, nvlink.None}, Mode{Blocking, Beside})
+		for _, tc := range []struct {
+			bytes uint64
+			want  Backend
+		}{{1 << 10, Fused}, {1 << 24, Copy}} {
+			if r := beside.Pick(Allgather, Device, DFloat, tc.bytes); r.Backend != tc.want {
+				t.Errorf("allgather of %d bytes beside computation: %v, want %v", tc.bytes, r.Backend, tc.want)
+			}
+		}
+		alone := Compile(c.Rules, Shape{2, 1, 2, nvlink.None})
+		if r := alone.Pick(Allgather, Device, DFloat, 1<<10); r.Backend != NCCL {
+			t.Errorf("allgather alone: %v, want the table's nccl", r.Backend)
+		}
+	}
 	env["COLLMUX_TUNING"] = other
 	if c, err := LoadConfig(get); err != nil || c.Tuning != "" || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "another machine") {
 		t.Errorf("a foreign table must be refused with a warning: %+v %v", c.Warnings, err)

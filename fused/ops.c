@@ -225,6 +225,10 @@ void cmx_ops_release(cmx_comm *c)
 	cmx_cuda_event_free(o->last);
 	cmx_cuda_event_free(o->started);
 	cmx_cuda_event_free(o->pushed);
+	if (o->side) /* CUDA lets its pending work finish first */
+		cmx_cuda_stream_free(o->side);
+	if (o->push)
+		cmx_cuda_stream_free(o->push);
 	free(o);
 	c->ops = NULL;
 	c->ops_state = -1;
@@ -427,10 +431,15 @@ static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
 	return consume(o, O, land_k, blocks, L, L->tile, 1, 1, stream);
 }
 
-/* a digest of what every rank must pass alike */
-static uint32_t digest(const int64_t *v, int n)
+/* The operations, as their digests tell them apart: a rank that makes
+ * one while its peers make another fails on the shapes even where their
+ * numbers agree. */
+enum { OP_GEMV_AR = 1, OP_EMB_A2A, OP_GEMM_A2A, OP_GEMM_RS, OP_AG_GEMM };
+
+/* a digest of the operation and what every rank must pass alike */
+static uint32_t digest(int op, const int64_t *v, int n)
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = (2166136261u ^ (uint32_t)op) * 16777619u;
 	for (int i = 0; i < n; i++)
 		for (int b = 0; b < 8; b++)
 			h = (h ^ (uint8_t)(v[i] >> (8 * b))) * 16777619u;
@@ -502,8 +511,10 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	/* room for the partials of every form (the nccl form uses none), the
 	 * tensor-core GEMV's in up to segs_most segments of k (below) */
 	const uint64_t tc_tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
-	const int segs_most = dtype == COLLMUX_FLOAT32 ? 1 : (int)(CMX_OPS_TILES / tc_tiles < 32 / batch ? CMX_OPS_TILES / tc_tiles : 32 / batch);
-	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * (uint64_t)segs_most;
+	uint64_t segs_most = dtype == COLLMUX_FLOAT32 || batch == 1 ? 1 : 6; /* want below is at most 6 where there are segments */
+	segs_most = segs_most < CMX_OPS_TILES / tc_tiles ? segs_most : CMX_OPS_TILES / tc_tiles;
+	segs_most = segs_most < (uint64_t)(32 / batch) ? segs_most : (uint64_t)(32 / batch);
+	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * segs_most;
 	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
 		  gemv_form(batch) == GEMV_NCCL))
 		return -1;
@@ -551,7 +562,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		f = tc ? typed_kernel("cmx_gemv_tc", dtype, batch > 8 ? 16 : 8, &tc_k[dtype][batch > 8])
 		       : typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
 		const uint64_t want = (16 * (uint64_t)o->sms + tc_tiles - 1) / tc_tiles;
-		S.segs = tc && many ? (int)(want < (uint64_t)segs_most ? want : (uint64_t)segs_most) : 1;
+		S.segs = tc && many ? (int)(want < segs_most ? want : segs_most) : 1;
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0, S.segs};
 		S.rows = tc ? CMX_OPS_TC_ROWS : 8 * rw;
@@ -562,7 +573,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
 	if (!fsum || (fused && !f))
 		return refuse(fn, c, no_kernel);
-	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(sh, 4)))
+	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(OP_GEMV_AR, sh, 4)))
 		return unordered(fn, c);
 	if (form == GEMV_NCCL) {
 		static const int kinds[] = {CMX_KIND_FLOAT32, CMX_KIND_FLOAT16, CMX_KIND_BFLOAT16};
@@ -637,7 +648,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	land_t L = {out, (uint64_t)mine * row, row, (uint64_t)table_first * dim * es, (uint64_t)(table_first + tables) * dim * es, 0};
 	const int64_t sh[] = {dtype, mode, dim, batch, tables_total};
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(sh, 5)))
+	if (!cmx_cuda_ctx_for(out ? out : weights) || !begin(o, stream, &O, c, digest(OP_EMB_A2A, sh, 5)))
 		return unordered(fn, c);
 	const uint64_t bags = (uint64_t)tables * (uint64_t)batch, warps = CMX_OPS_THREADS / 32;
 	void *pargs[] = {&O, &E};
@@ -714,7 +725,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	const struct symm *sy = symm_of(o, c->rank, out, data, &off);
 	const int64_t sh[] = {dtype, k, n, capacity, sy ? (int64_t)off + 1 : 0, sy ? (int64_t)sy->serial : -1};
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(sh, 6)))
+	if (!cmx_cuda_ctx_for(out_rows ? out : a) || !begin(o, stream, &O, c, digest(OP_GEMM_A2A, sh, 6)))
 		return unordered(fn, c);
 	/* From here the peers run the call: a failure leaves them waiting for
 	 * this rank's flags until they time out, and turns the operations off
@@ -779,7 +790,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 		return refuse(fn, c, "cuBLAS, which computes the partials, is not available on every rank");
 	const int64_t sh[] = {dtype, m, n}; /* k may differ between ranks */
 	ops_call_t O;
-	if (!cmx_cuda_ctx_for(o->peer[me]) || !begin(o, stream, &O, c, digest(sh, 3)))
+	if (!cmx_cuda_ctx_for(o->peer[me]) || !begin(o, stream, &O, c, digest(OP_GEMM_RS, sh, 3)))
 		return unordered(fn, c);
 	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
 	int ok = 1;
@@ -837,13 +848,13 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 	const size_t es = (size_t)esize[dtype], block = (size_t)m * (size_t)k * es;
 	/* what may differ between ranks is refused after ready() (see above) */
 	const char *bad = NULL;
-	if (n < 1 || lda < k || (uint64_t)lda * es > INT_MAX || ldb < n || ldb > INT_MAX || ldo < n || (ag && ((uint64_t)ldag < (uint64_t)k ||
-	    (uint64_t)ldag * es > INT_MAX)))
-		bad = "needs n >= 1, k <= lda < 2^31 bytes, n <= ldb < 2^31, ldo >= n, and k <= ldag < 2^31 bytes where ag is given";
+	if (n < 1 || lda < k || (uint64_t)lda * es > INT_MAX || ldb < n || ldb > INT_MAX || ldo < n || (uint64_t)ldo * es > INT_MAX ||
+	    (ag && ((uint64_t)ldag < (uint64_t)k || (uint64_t)ldag * es > INT_MAX)))
+		bad = "needs n >= 1, k <= lda < 2^31 bytes, n <= ldb < 2^31, n <= ldo < 2^31 bytes, and k <= ldag < 2^31 bytes where ag is given";
 	if (m == 0) /* every rank passes the same m */
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && on_device(out) && (!ag || !k || on_device(ag));
-	if (admit(fn, c, stream, out, OPS_FLAGS + 2 * ((uint64_t)size * block + 256), bad, args, 0))
+	if (admit(fn, c, stream, out, OPS_FLAGS + 2 * ((size > 1 ? (uint64_t)size * block : 0) + 256), bad, args, 0)) /* one rank pushes nothing */
 		return -1;
 	struct cmx_ops *o = c->ops;
 	if (!cmx_fused_kernel("cmx_ops_signal", &signal_k))
@@ -856,7 +867,7 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 		return refuse(fn, c, "collmux could not make its stream for the copies");
 	const int64_t sh[] = {dtype, m, k}; /* n may differ between ranks */
 	ops_call_t O;
-	if (!begin(o, stream, &O, c, digest(sh, 3)))
+	if (!begin(o, stream, &O, c, digest(OP_AG_GEMM, sh, 3)))
 		return unordered(fn, c);
 	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
 	char *const half = o->peer[me] + O.data;
@@ -893,7 +904,10 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 			ok = cmx_cuda_memset2d_async(to, (size_t)ldo * es, 0, (size_t)n * es, (size_t)m, stream);
 	}
 	if (!ok || !cmx_cuda_wait(stream, o->pushed) || !end(o, stream)) {
-		if (o->pushed) /* the copies too are what symm_free waits for */
+		/* the copies queued so far (they read a, write ag) are part of what
+		 * the call leaves queued, which the communicator's last operation
+		 * covers */
+		if (cmx_cuda_record(&o->pushed, o->push))
 			cmx_cuda_wait(stream, o->pushed);
 		return broken(fn, c, stream, "a copy, cuBLAS or the kernel");
 	}

@@ -65,26 +65,34 @@ func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) 
 // run the collective at that size (forcing it measures its fallback
 // instead). can reports whether backend b serves collective c of n bytes.
 func Merge(samples []Sample, can func(b, c string, n uint64) bool) []Sample {
-	type key struct {
-		c, b string
-		n    uint64
-	}
-	sum, cnt := map[key]float64{}, map[key]int{}
-	var order []key
+	return merge(samples, func(s Sample) point { return point{s.Coll, s.Backend, s.Bytes} }, can,
+		func(o *Sample, s Sample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) })
+}
+
+// point is what a measurement measured: a collective of a size on a backend.
+type point struct {
+	c, b string
+	n    uint64
+}
+
+// merge keeps one sample per point, in the order they first come, those
+// of a point can refuses left out; blend folds a repeated one into the
+// average of the w before it.
+func merge[S any](samples []S, at func(S) point, can func(b, c string, n uint64) bool, blend func(avg *S, s S, w float64)) []S {
+	idx, cnt := map[point]int{}, map[point]float64{}
+	var out []S
 	for _, s := range samples {
-		if !can(s.Backend, s.Coll, s.Bytes) {
+		k := at(s)
+		if !can(k.b, k.c, k.n) {
 			continue
 		}
-		k := key{s.Coll, s.Backend, s.Bytes}
-		if cnt[k] == 0 {
-			order = append(order, k)
+		if i, ok := idx[k]; ok {
+			blend(&out[i], s, cnt[k])
+			cnt[k]++
+			continue
 		}
-		sum[k] += s.Micros
-		cnt[k]++
-	}
-	out := make([]Sample, 0, len(order))
-	for _, k := range order {
-		out = append(out, Sample{k.c, k.b, k.n, sum[k] / float64(cnt[k])})
+		idx[k], cnt[k] = len(out), 1
+		out = append(out, s)
 	}
 	return out
 }
@@ -106,36 +114,45 @@ func Choose(samples []Sample, margin float64, prefer string) []Range {
 	byColl := bySize(samples)
 	var out []Range
 	for _, c := range slices.Sorted(maps.Keys(byColl)) {
-		sizes := slices.Sorted(maps.Keys(byColl[c]))
-		cur := prefer
-		var rs []Range
-		for _, size := range sizes {
-			times := byColl[c][size]
+		out = append(out, rangesOf(c, byColl[c], prefer, func(times map[string]float64, cur string) string {
 			best, bt := "", math.Inf(1)
 			for _, b := range slices.Sorted(maps.Keys(times)) {
 				if times[b] < bt {
 					best, bt = b, times[b]
 				}
 			}
-			if t, ok := times[cur]; !ok || t > bt*(1+margin) {
-				cur = best
+			if t, ok := times[cur]; ok && t <= bt*(1+margin) {
+				return cur
 			}
-			if n := len(rs); n > 0 && rs[n-1].Backend == cur {
-				rs[n-1].Hi = size
-				continue
-			}
-			lo := uint64(0)
-			if n := len(rs); n > 0 {
-				lo = rs[n-1].Hi + 1
-			}
-			rs = append(rs, Range{c, lo, size, cur})
-		}
-		if n := len(rs); n > 0 {
-			rs[n-1].Hi = math.MaxUint64
-		}
-		out = append(out, rs...)
+			return best
+		})...)
 	}
 	return out
+}
+
+// rangesOf turns per-size choices into size ranges of collective c: pick
+// names the backend for a size from its measurements and the previous
+// size's choice (first, at the first size). A range ends at the last size
+// its backend won; beyond the largest measured size the last winner holds.
+func rangesOf[M any](c string, sizes map[uint64]M, first string, pick func(at M, cur string) string) []Range {
+	var rs []Range
+	cur := first
+	for _, size := range slices.Sorted(maps.Keys(sizes)) {
+		cur = pick(sizes[size], cur)
+		if n := len(rs); n > 0 && rs[n-1].Backend == cur {
+			rs[n-1].Hi = size
+			continue
+		}
+		lo := uint64(0)
+		if n := len(rs); n > 0 {
+			lo = rs[n-1].Hi + 1
+		}
+		rs = append(rs, Range{c, lo, size, cur})
+	}
+	if n := len(rs); n > 0 {
+		rs[n-1].Hi = math.MaxUint64
+	}
+	return rs
 }
 
 // bySize indexes samples: collective -> bytes -> backend -> µs.
@@ -153,15 +170,16 @@ func bySize(samples []Sample) map[string]map[uint64]map[string]float64 {
 	return m
 }
 
-// Rules writes ranges in COLLMUX_RULES syntax for device buffers.
-func Rules(rs []Range) []string {
+// Rules writes ranges in COLLMUX_RULES syntax for device buffers, each
+// with the conditions given (":overlap=yes", or none).
+func Rules(rs []Range, cond string) []string {
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {
 		hi := "inf"
 		if r.Hi != math.MaxUint64 {
 			hi = units.Bytes(r.Hi)
 		}
-		out = append(out, fmt.Sprintf("%s:cuda:%s-%s:%s", r.Coll, units.Bytes(r.Lo), hi, r.Backend))
+		out = append(out, fmt.Sprintf("%s:cuda:%s-%s:%s%s", r.Coll, units.Bytes(r.Lo), hi, r.Backend, cond))
 	}
 	return out
 }
@@ -170,16 +188,21 @@ func Rules(rs []Range) []string {
 const TableVersion = 1
 
 // Table is a tuning table: rules for one machine, with the measurements
-// they came from.
+// they came from: each collective alone (Ranges, Samples) and, where it was
+// measured, beside a GEMM stream (the overlap=yes rules of
+// OverlapRanges, from OverlapSamples). Rules without overlap=yes hold
+// outside overlap mode only (dispatch).
 type Table struct {
-	Version     int       `json:"version"`
-	Date        time.Time `json:"date"`
-	GPUKey      string    `json:"gpu_key"`     // topo.Machine.GPUKey it was measured on
-	Fingerprint string    `json:"fingerprint"` // full machine fingerprint, for the record
-	Margin      float64   `json:"margin"`
-	Rules       []string  `json:"rules"`
-	Ranges      []Range   `json:"ranges"`
-	Samples     []Sample  `json:"samples"`
+	Version        int             `json:"version"`
+	Date           time.Time       `json:"date"`
+	GPUKey         string          `json:"gpu_key"`     // topo.Machine.GPUKey it was measured on
+	Fingerprint    string          `json:"fingerprint"` // full machine fingerprint, for the record
+	Margin         float64         `json:"margin"`
+	Rules          []string        `json:"rules"`
+	Ranges         []Range         `json:"ranges"`
+	Samples        []Sample        `json:"samples"`
+	OverlapRanges  []Range         `json:"overlap_ranges,omitempty"`
+	OverlapSamples []OverlapSample `json:"overlap_samples,omitempty"`
 }
 
 // Write stores t as indented JSON.

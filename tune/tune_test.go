@@ -30,7 +30,7 @@ func TestChooseMarginAndRanges(t *testing.T) {
 			t.Errorf("range %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	rules := Rules(got)
+	rules := Rules(got, "")
 	if rules[0] != "allreduce:cuda:0-64:fused" || rules[1] != "allreduce:cuda:65-inf:nccl" {
 		t.Errorf("rules %v", rules)
 	}

@@ -16,27 +16,28 @@ import (
 	"collmux/internal/privfile"
 )
 
-// The benchmark tune and check run is bench/gpu_bench.c, an MPI, CUDA and
-// NCCL program: --bench names a binary of it, or the tool builds it at
-// first use with the MPI's compiler wrapper, from the source installed
-// with the tool (<prefix>/<datadir>/collmux/bench, beside the header it
-// includes from collmux/tests/gpu, the source tree's layout) or from the
-// source tree the tool was built in. It cannot be built with the library:
-// that needs no CUDA or NCCL, and the benchmark belongs to one MPI, the
-// one of the launcher it runs under.
+// The benchmarks tune and check run are bench/gpu_bench.c (and, for tune
+// --overlap, bench/overlap.c), MPI, CUDA and NCCL programs: --bench (and
+// --overlap-bench) name a binary, or the tool builds it at first use with
+// the MPI's compiler wrapper, from the source installed with the tool
+// (<prefix>/<datadir>/collmux/bench, beside the header it includes from
+// collmux/tests/gpu, the source tree's layout) or from the source tree the
+// tool was built in. They cannot be built with the library: that needs no
+// CUDA or NCCL, and a benchmark belongs to one MPI, the one of the
+// launcher it runs under.
 
-// benchSources are where gpu_bench.c may be, in order: installed with the
-// tool, then in the source tree whose build/ holds the tool.
-func benchSources() []string {
+// benchSources are where bench/<name>.c may be, in order: installed with
+// the tool, then in the source tree whose build/ holds the tool.
+func benchSources(name string) []string {
 	dir := toolDir()
 	if dir == "" {
 		return nil
 	}
 	var out []string
-	if p := installed(dir, dataDir, filepath.Join("collmux", "bench", "gpu_bench.c")); p != "" {
+	if p := installed(dir, dataDir, filepath.Join("collmux", "bench", name+".c")); p != "" {
 		out = append(out, p)
 	}
-	return append(out, filepath.Join(dir, "..", "bench", "gpu_bench.c"))
+	return append(out, filepath.Join(dir, "..", "bench", name+".c"))
 }
 
 // benchBuild is how the benchmark is built: the compiler's command line
@@ -69,9 +70,9 @@ func mpiccFor(mpirun string) string {
 // binary is named by a digest of the sources, the command and the
 // compiler wrapper it resolves to (its size and time too, so an MPI
 // upgraded in place builds it again).
-func planBench(o tuneOpts) (benchBuild, error) {
+func planBench(o tuneOpts, name string) (benchBuild, error) {
 	var src string
-	tried := benchSources()
+	tried := benchSources(name)
 	for _, p := range tried {
 		if _, err := os.Stat(p); err == nil {
 			src = p
@@ -116,7 +117,7 @@ func planBench(o tuneOpts) (benchBuild, error) {
 	if cache == "" {
 		return benchBuild{}, fmt.Errorf("give --bench: neither XDG_CACHE_HOME nor HOME is set (to an absolute path), so there is no private folder to build the benchmark in")
 	}
-	out := filepath.Join(cache, "bench", "gpu_bench-"+hex.EncodeToString(h.Sum(nil)[:12]))
+	out := filepath.Join(cache, "bench", name+"-"+hex.EncodeToString(h.Sum(nil)[:12]))
 	return benchBuild{append(args, "-o", out), out}, nil
 }
 

@@ -35,7 +35,7 @@ func checkCmd() *cobra.Command {
 			}
 			var samples []tune.Sample
 			if len(o.fromCSV) > 0 {
-				if samples, err = readCSVs(o.fromCSV, policyOf); err != nil {
+				if samples, err = readCSVs(o.fromCSV, gpuBenchCSV(policyOf)); err != nil {
 					return err
 				}
 			} else {

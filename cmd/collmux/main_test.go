@@ -61,6 +61,81 @@ func TestTuneFromRecordedSweeps(t *testing.T) {
 	}
 }
 
+// tune with the runs beside a GEMM stream recorded on 2 x H200 adds rules
+// for overlap mode (overlap=yes) that the library loads: the all-gathers
+// go to the copy engines there, while outside it the table's own rules
+// hold. The recorded file's paths are relabelled as tune --overlap names
+// them: its "overlap" policy's (the copy engines for all-gather and
+// all-to-all, the lean fused kernels for the reductions) and NCCL's; the
+// default policy's lines are left out.
+func TestTuneOverlapFromRecorded(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join("..", "..", "tune", "testdata")
+	rec, err := os.ReadFile(filepath.Join(data, "overlap_h200x2.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(rec)), "\n") {
+		f := strings.Split(l, ",")
+		switch {
+		case f[0] == "coll":
+		case f[1] == "nccl":
+			f[1] = "via-nccl"
+		case f[1] == "overlap" && (f[0] == "allgather" || f[0] == "alltoall"):
+			f[1] = "via-copy"
+		case f[1] == "overlap":
+			f[1] = "via-fused"
+		default:
+			continue
+		}
+		lines = append(lines, strings.Join(f, ","))
+	}
+	ovl := filepath.Join(dir, "overlap.csv")
+	if err := os.WriteFile(ovl, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := filepath.Join(dir, "t.json")
+	out := execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv")+","+filepath.Join(data, "bench_fused.csv"),
+		"--overlap-csv", ovl, "--gpu-key", "h200x2", "--out", table, "--plots", dir)
+	tab, err := tune.Read(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 collectives x 5 sizes x 2 paths, less what the fused kernels do
+	// not serve (reduce-scatter; all-reduces past their 8 MiB workspace),
+	// whose lines measured a fallback
+	if len(tab.OverlapSamples) != 40-5-2 || len(tab.OverlapRanges) == 0 || !strings.Contains(out, "J/GB") {
+		t.Fatalf("%d samples beside the GEMMs, ranges %+v:\n%s", len(tab.OverlapSamples), tab.OverlapRanges, out)
+	}
+	rules, err := dispatch.ParseRules(tab.RuleString(), "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beside := dispatch.CompileMode(rules, dispatch.Shape{Ranks: 2, Nodes: 1, RanksPerNode: 2}, dispatch.Mode{Overlap: dispatch.Beside})
+	for _, n := range []uint64{64 << 10, 4 << 20, 256 << 20} {
+		if r := beside.Pick(dispatch.Allgather, dispatch.Device, dispatch.DFloat, n); r.Backend != dispatch.Copy {
+			t.Errorf("allgather of %d bytes beside computation: %v, want copy", n, r.Backend)
+		}
+	}
+	if !strings.Contains(tab.RuleString(), "allgather:cuda:0-inf:copy:overlap=yes") {
+		t.Errorf("rules %v", tab.Rules)
+	}
+}
+
+// tune --overlap --dry-run prints the command of each backend's run beside
+// the GEMMs: forced alone, in overlap mode, named via-B.
+func TestTuneOverlapDryRun(t *testing.T) {
+	out := execute(t, "tune", "--overlap", "--dry-run", "--np", "2", "--bench", "/bin/gpu_bench", "--overlap-bench", "/bin/overlap",
+		"--lib", "/lib/libcollmux.so", "--launcher", "srun -n {np} {env} {prog}", "--overlap-backends", "copy,nccl", "--overlap-max-bytes", "4M")
+	for _, b := range []string{"copy", "nccl"} {
+		want := "COLLMUX_OVERLAP=1 'COLLMUX_RULES=*:cuda:*:" + b + "' /bin/overlap via-" + b + " 4194304 allreduce,allgather,alltoall,reduce_scatter"
+		if !strings.Contains(out, want) {
+			t.Errorf("no line with %q:\n%s", want, out)
+		}
+	}
+}
+
 // The sweep measures every backend in one gpu_bench run, each up to its
 // own limit; the progress bar expects exactly the lines gpu_bench prints.
 func TestSweepPolicies(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"collmux/dispatch"
 	"collmux/fused"
+	"collmux/internal/units"
 	"collmux/topo"
 	"collmux/tune"
 )
@@ -36,6 +38,12 @@ type tuneOpts struct {
 	fromCSV            []string
 	saveCSV            string
 	gpuKey             string
+	// tune --overlap: each backend beside a reference GEMM stream
+	overlap                       bool
+	overlapBench, overlapMax      string
+	overlapBackends, overlapColls []string
+	overlapCSV                    []string
+	saveOverlapCSV                string
 }
 
 func tuneCmd() *cobra.Command {
@@ -46,7 +54,9 @@ func tuneCmd() *cobra.Command {
 		Long: "tune runs the device-collective benchmark (bench/gpu_bench) under mpirun once, every backend " +
 			"forced alone in turn at each size, picks the fastest backend per collective and size " +
 			"(keeping the previous choice while it is within --margin), and writes a tuning table and one plot per collective. " +
-			"With --from-csv it reads sweeps recorded earlier instead of running them.",
+			"With --from-csv it reads sweeps recorded earlier instead of running them. With --overlap it also runs " +
+			"bench/overlap, each of --overlap-backends beside a reference GEMM stream, and adds rules for overlap mode " +
+			"(overlap=yes): the fastest backend that keeps the GEMMs and itself near their speed alone, else the one that slows the GEMMs least.",
 		RunE: func(cmd *cobra.Command, args []string) error { return runTune(cmd, o) },
 	}
 	f := c.Flags()
@@ -57,6 +67,13 @@ func tuneCmd() *cobra.Command {
 	f.BoolVar(&o.system, "system", false, "with --install: install it for every user of this machine, in COLLMUX_TUNING_DIR or "+dispatch.DefaultSystemTuningDir+" (run as root)")
 	f.StringVar(&o.plots, "plots", ".", "directory for the plots (<collective>.png)")
 	f.StringVar(&o.gpuKey, "gpu-key", "", "GPU key of the machine the CSV files were measured on (with --from-csv)")
+	f.BoolVar(&o.overlap, "overlap", false, "also measure each of --overlap-backends beside a reference GEMM stream (bench/overlap) and add rules for overlap mode (overlap=yes)")
+	f.StringVar(&o.overlapBench, "overlap-bench", "", "the bench/overlap binary (default: built at first use, as --bench)")
+	f.StringSliceVar(&o.overlapBackends, "overlap-backends", []string{"copy", "fused", "nccl"}, "backends to measure beside the GEMMs")
+	f.StringSliceVar(&o.overlapColls, "overlap-collectives", []string{"allreduce", "allgather", "alltoall", "reduce_scatter"}, "collectives to measure beside the GEMMs")
+	f.StringVar(&o.overlapMax, "overlap-max-bytes", "256M", "largest message beside the GEMMs")
+	f.StringSliceVar(&o.overlapCSV, "overlap-csv", nil, "read recorded bench/overlap CSV files (path column via-<backend>) instead of measuring beside the GEMMs")
+	f.StringVar(&o.saveOverlapCSV, "save-overlap-csv", "", "also write the measurements beside the GEMMs (bench/overlap's CSV) to this file")
 	return c
 }
 
@@ -107,7 +124,7 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	}
 	var samples []tune.Sample
 	if len(o.fromCSV) > 0 {
-		s, err := readCSVs(o.fromCSV, backendOf)
+		s, err := readCSVs(o.fromCSV, gpuBenchCSV(backendOf))
 		if err != nil {
 			return err
 		}
@@ -118,20 +135,47 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	} else {
 		s, err := measure(cmd, o, nil)
 		if err == errDryRun {
-			return nil
+			if o.overlap && len(o.overlapCSV) == 0 {
+				_, err = measureOverlap(cmd, o) // its command lines
+			}
+			if err == errDryRun {
+				err = nil
+			}
+			return err
 		}
 		if err != nil {
 			return err
 		}
 		samples = s
 	}
-	samples = tune.Merge(samples, func(b, c string, n uint64) bool { return fused.Serves(b, c, n, max(o.np, 1)) })
+	samples = tune.Merge(samples, func(b, c string, n uint64) bool { return serves(b, c, n, max(o.np, 1)) })
 	if len(samples) == 0 {
 		return fmt.Errorf("no measurements")
 	}
 	ranges := tune.Choose(samples, o.margin, "nccl")
 	t := tune.Table{Version: tune.TableVersion, Date: time.Now().UTC(), GPUKey: m.GPUKey, Fingerprint: m.Fingerprint,
-		Margin: o.margin, Rules: tune.Rules(ranges), Ranges: ranges, Samples: samples}
+		Margin: o.margin, Rules: tune.Rules(ranges, ""), Ranges: ranges, Samples: samples}
+	if o.overlap || len(o.overlapCSV) > 0 {
+		var err error
+		if len(o.overlapCSV) > 0 {
+			t.OverlapSamples, err = readCSVs(o.overlapCSV, overlapCSV)
+		} else {
+			t.OverlapSamples, err = measureOverlap(cmd, o)
+		}
+		if err == errDryRun {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t.OverlapSamples = tune.MergeOverlap(t.OverlapSamples, func(b, c string, n uint64) bool { return serves(b, c, n, max(o.np, 1)) })
+		if len(t.OverlapSamples) == 0 {
+			return fmt.Errorf("no measurements beside the GEMMs")
+		}
+		t.OverlapRanges = tune.ChooseOverlap(t.OverlapSamples, o.margin)
+		t.Rules = append(t.Rules, tune.Rules(t.OverlapRanges, ":overlap=yes")...)
+		overlapReport(cmd.OutOrStdout(), t.OverlapSamples)
+	}
 	if _, err := dispatch.ParseRules(t.RuleString(), "tune"); err != nil {
 		return fmt.Errorf("internal error, the chosen rules do not parse: %v", err)
 	}
@@ -184,37 +228,9 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 // --dry-run, measure prints that command line and returns errDryRun.
 func measure(c *cobra.Command, o tuneOpts, first []string, env ...string) ([]tune.Sample, error) {
 	log := c.ErrOrStderr()
-	if o.np < 1 {
-		return nil, fmt.Errorf("no GPU found; give --np")
-	}
-	lib := o.lib
-	if lib == "" {
-		var tried []string
-		if lib, tried = findLib(os.Getenv); lib == "" {
-			return nil, fmt.Errorf("give --lib: libcollmux.so is not where the tool looks (%s)", strings.Join(tried, ", "))
-		}
-	}
-	lib, err := filepath.Abs(lib)
+	lib, err := benchSetup(c, &o, "gpu_bench", &o.bench)
 	if err != nil {
 		return nil, err
-	}
-	if o.bench == "" {
-		if o.mpicc == "" {
-			o.mpicc = "mpicc"
-			if o.launcher == "" {
-				o.mpicc = mpiccFor(o.mpirun)
-			}
-		}
-		b, err := planBench(o)
-		if err != nil {
-			return nil, err
-		}
-		if o.dryRun {
-			fmt.Fprintln(c.OutOrStdout(), "# "+shellQuote(b.argv))
-		} else if err := b.ensure(log); err != nil {
-			return nil, err
-		}
-		o.bench = b.out
 	}
 	maxBytes, alone, err := sweepPolicies(o)
 	if err != nil {
@@ -275,6 +291,96 @@ func measure(c *cobra.Command, o tuneOpts, first []string, env ...string) ([]tun
 	}
 	fmt.Fprintf(log, "%d measurements\n", len(s))
 	return s, nil
+}
+
+// benchSetup is what a benchmark run needs: ranks, the library to preload
+// (absolute), and the benchmark bench/<name>.c, *bin where given, else
+// built at first use (under --dry-run its build command is printed).
+func benchSetup(c *cobra.Command, o *tuneOpts, name string, bin *string) (string, error) {
+	if o.np < 1 {
+		return "", fmt.Errorf("no GPU found; give --np")
+	}
+	lib := o.lib
+	if lib == "" {
+		var tried []string
+		if lib, tried = findLib(os.Getenv); lib == "" {
+			return "", fmt.Errorf("give --lib: libcollmux.so is not where the tool looks (%s)", strings.Join(tried, ", "))
+		}
+	}
+	lib, err := filepath.Abs(lib)
+	if err != nil {
+		return "", err
+	}
+	if *bin == "" {
+		if o.mpicc == "" {
+			o.mpicc = "mpicc"
+			if o.launcher == "" {
+				o.mpicc = mpiccFor(o.mpirun)
+			}
+		}
+		b, err := planBench(*o, name)
+		if err != nil {
+			return "", err
+		}
+		if o.dryRun {
+			fmt.Fprintln(c.OutOrStdout(), "# "+shellQuote(b.argv))
+		} else if err := b.ensure(c.ErrOrStderr()); err != nil {
+			return "", err
+		}
+		*bin = b.out
+	}
+	return lib, nil
+}
+
+// measureOverlap runs bench/overlap once per --overlap-backends backend,
+// forced alone in overlap mode (COLLMUX_OVERLAP=1, so the fused kernels
+// run lean), each collective and size beside the reference GEMM stream,
+// and reads what it printed (the path column is via-B).
+func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) {
+	lib, err := benchSetup(c, &o, "overlap", &o.overlapBench)
+	if err != nil {
+		return nil, err
+	}
+	top, err := dispatch.ParseRules("*:*:0-"+o.overlapMax+":mpi", "--overlap-max-bytes")
+	if err != nil {
+		return nil, err
+	}
+	l, err := launcherOf(c, o)
+	if err != nil {
+		return nil, err
+	}
+	var csv bytes.Buffer
+	for _, b := range o.overlapBackends {
+		if _, ok := dispatch.ParseBackend(b); !ok {
+			return nil, fmt.Errorf("--overlap-backends: unknown backend %q", b)
+		}
+		env := []string{"LD_PRELOAD=" + lib, "NCCL_NVLS_ENABLE=0", "COLLMUX_OVERLAP=1", "COLLMUX_RULES=*:cuda:*:" + b}
+		argv, err := l.render(o.np, env, []string{o.overlapBench, "via-" + b, fmt.Sprint(top[0].Hi), strings.Join(o.overlapColls, ",")})
+		if err != nil {
+			return nil, err
+		}
+		if o.dryRun {
+			fmt.Fprintln(c.OutOrStdout(), shellQuote(argv))
+			continue
+		}
+		fmt.Fprintf(c.ErrOrStderr(), "beside a GEMM stream: %s\n", b)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+		var errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &csv, &errb
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%s: %v\n%s", shellQuote(argv), err, errb.String())
+		}
+	}
+	if o.dryRun {
+		return nil, errDryRun
+	}
+	if o.saveOverlapCSV != "" {
+		if err := os.WriteFile(o.saveOverlapCSV, csv.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return overlapCSV(&csv)
 }
 
 // errDryRun is measure's answer under --dry-run, once it has printed the
@@ -343,16 +449,16 @@ func installSystem(c *cobra.Command, t tune.Table) (string, error) {
 	return dst, nil
 }
 
-// readCSVs reads recorded gpu_bench runs; pathOf names what each path
-// column measured ("" skips it).
-func readCSVs(paths []string, pathOf func(string) string) ([]tune.Sample, error) {
-	var all []tune.Sample
+// readCSVs reads recorded runs of a benchmark, each file with read (say,
+// tune.ReadCSV with what each path column measured).
+func readCSVs[S any](paths []string, read func(io.Reader) ([]S, error)) ([]S, error) {
+	var all []S
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
 			return nil, err
 		}
-		s, err := tune.ReadCSV(f, pathOf)
+		s, err := read(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", p, err)
@@ -360,6 +466,50 @@ func readCSVs(paths []string, pathOf func(string) string) ([]tune.Sample, error)
 		all = append(all, s...)
 	}
 	return all, nil
+}
+
+// gpuBenchCSV reads gpu_bench's CSV, pathOf naming what each path column
+// measured ("" skips it).
+func gpuBenchCSV(pathOf func(string) string) func(io.Reader) ([]tune.Sample, error) {
+	return func(r io.Reader) ([]tune.Sample, error) { return tune.ReadCSV(r, pathOf) }
+}
+
+// overlapCSV reads bench/overlap's CSV: the path column is via-B, backend
+// B forced alone; other paths are skipped.
+func overlapCSV(r io.Reader) ([]tune.OverlapSample, error) {
+	return tune.ReadOverlapCSV(r, func(p string) string {
+		if b, ok := strings.CutPrefix(p, "via-"); ok {
+			return b
+		}
+		return ""
+	})
+}
+
+// serves reports whether backend b runs collective c of n bytes on ranks
+// ranks, rather than falling back: the fused kernels as fused.Serves
+// says, the copy engines the collectives the built-in rules send them
+// (those that only move data), the others everything.
+func serves(b, c string, n uint64, ranks int) bool {
+	if b != "copy" {
+		return fused.Serves(b, c, n, ranks)
+	}
+	for _, r := range dispatch.DefaultRules() {
+		if r.Backend == dispatch.Copy && r.Coll >= 0 && r.Coll.String() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// overlapReport prints, per collective and size measured beside the GEMMs,
+// each backend's GEMM slowdown, its time beside them against alone, and
+// its energy per GB alone (issue 19's figures).
+func overlapReport(w io.Writer, s []tune.OverlapSample) {
+	fmt.Fprintln(w, "beside a GEMM stream (collective, bytes, backend: GEMM slowdown, time beside / alone, J/GB alone):")
+	for _, x := range s {
+		fmt.Fprintf(w, "  %s %s %s: %+.1f%%, %.1f / %.1f us, %.1f J/GB\n", x.Coll, units.Bytes(x.Bytes), x.Backend, 100*x.GEMMSlowdown,
+			x.BesideUs, x.AloneUs, x.JPerGB)
+	}
 }
 
 // policyOf reads gpu_bench's path column: "via-B" is backend B forced
