@@ -133,6 +133,15 @@ printf '#!/bin/sh\n[ "${PMI_RANK:-$OMPI_COMM_WORLD_RANK}" = 0 ] && cat %s\nexit 
 	if _, err := os.Stat(cache); err == nil {
 		t.Errorf("--dry-run made %s", cache)
 	}
+	// tune --overlap builds bench/overlap.c from the installed tree too, and
+	// runs it once per backend in overlap mode
+	out = collmux("tune", "--overlap", "--overlap-backends", "copy,nccl", "--dry-run")
+	osrc := filepath.Join(prefix, "share", "collmux", "bench", "overlap.c")
+	obuild := regexp.MustCompile(`(?m)^# ` + regexp.QuoteMeta(mpicc) + ` .* ` + regexp.QuoteMeta(osrc) + ` .*-o (` + regexp.QuoteMeta(cache) + `/overlap-[0-9a-f]{24})$`).FindStringSubmatch(out)
+	if obuild == nil || !strings.Contains(out, "COLLMUX_OVERLAP=1") || !strings.Contains(out, obuild[1]+" via-copy 268435456 ") ||
+		!strings.Contains(out, obuild[1]+" via-nccl 268435456 ") {
+		t.Fatalf("tune --overlap --dry-run from the installed tree:\n%s", out)
+	}
 	// the library would start a Go runtime in the stand-in's shells: a
 	// name it does not find (ld.so only warns) keeps them plain
 	for i := 0; i < 2; i++ {
