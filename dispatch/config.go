@@ -232,6 +232,7 @@ func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn str
 	for i := range rules {
 		if rules[i].Cond.Overlaps == 0 {
 			rules[i].Cond.Overlaps = 1 << Alone
+			rules[i].Text += ":overlap=no" // as collmux info and routes show it
 		}
 	}
 	return rules, path, from, "", err

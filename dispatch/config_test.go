@@ -120,8 +120,9 @@ func TestTuningTable(t *testing.T) {
 		t.Fatalf("%v, tuning %q", err, c.Tuning)
 	}
 	rt := Compile(c.Rules, Shape{2, 1, 2, nvlink.None})
-	if r := rt.Pick(Allreduce, Device, DFloat, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") {
-		t.Errorf("1 MiB allreduce: %v from %s", r.Backend, c.Rules[r.Rule].Source)
+	if r := rt.Pick(Allreduce, Device, DFloat, 1<<20); r.Backend != NCCL || !strings.Contains(c.Rules[r.Rule].Source, "tuning table") ||
+		c.Rules[r.Rule].Text != "allreduce:cuda:64K-inf:nccl:overlap=no" {
+		t.Errorf("1 MiB allreduce: %v from %s", r.Backend, c.Rules[r.Rule])
 	}
 	if r := rt.Pick(Bcast, Device, DFloat, 8); r.Backend != Staged || c.Rules[r.Rule].Source != "COLLMUX_RULES" {
 		t.Error("COLLMUX_RULES must come after the tuning table")

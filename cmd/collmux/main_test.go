@@ -128,6 +128,10 @@ func TestTuneOverlapFromRecorded(t *testing.T) {
 func TestTuneOverlapDryRun(t *testing.T) {
 	out := execute(t, "tune", "--overlap", "--dry-run", "--np", "2", "--bench", "/bin/gpu_bench", "--overlap-bench", "/bin/overlap",
 		"--lib", "/lib/libcollmux.so", "--launcher", "srun -n {np} {env} {prog}", "--overlap-backends", "copy,nccl", "--overlap-max-bytes", "4M")
+	if out, err := run("tune", "--overlap", "--dry-run", "--np", "2", "--bench", "/bin/gpu_bench", "--overlap-bench", "/bin/overlap",
+		"--lib", "/lib/libcollmux.so", "--overlap-max-bytes", "inf"); err == nil || !strings.Contains(err.Error(), "give a size") {
+		t.Errorf("--overlap-max-bytes inf: %v\n%s", err, out)
+	}
 	for _, b := range []string{"copy", "nccl"} {
 		want := "COLLMUX_OVERLAP=1 'COLLMUX_RULES=*:cuda:*:" + b + "' /bin/overlap via-" + b + " 4194304 allreduce,allgather,alltoall,reduce_scatter"
 		if !strings.Contains(out, want) {

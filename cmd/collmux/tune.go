@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -344,6 +345,9 @@ func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) 
 	top, err := dispatch.ParseRules("*:*:0-"+o.overlapMax+":mpi", "--overlap-max-bytes")
 	if err != nil {
 		return nil, err
+	}
+	if top[0].Hi == math.MaxUint64 {
+		return nil, fmt.Errorf("--overlap-max-bytes: give a size (the benchmark allocates it)")
 	}
 	l, err := launcherOf(c, o)
 	if err != nil {
