@@ -30,7 +30,7 @@ func TestTuningTableApplied(t *testing.T) {
 	if err != nil || !strings.Contains(out, "ok") {
 		t.Fatalf("err %v\n%s\n%s", err, out, errs)
 	}
-	want := `allreduce on host memory, 4 B -> mpi (rule "allreduce:host:*:staged" from tuning table ` + table + `; staged declined the call)`
+	want := `allreduce on host memory, 4 B -> mpi (rule "allreduce:host:*:staged:overlap=no" from tuning table ` + table + `; staged declined the call)`
 	if !strings.Contains(errs, want) {
 		t.Errorf("decision log lacks %q:\n%s", want, errs)
 	}
