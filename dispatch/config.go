@@ -44,20 +44,21 @@ type Config struct {
 	StatsPath  string // "" means stderr (text only)
 	Trace      string // COLLMUX_TRACE: each rank's timeline goes to Trace.<rank>.json ("": none)
 	Log        LogLevel
-	Check      bool      // COLLMUX_CHECK: verify on every call that ranks agree
-	Overlap    bool      // COLLMUX_OVERLAP: every communicator's device collectives run beside computation
-	NCCLLib    string    // COLLMUX_NCCL_LIB: NCCL library to load
-	NVRTCLib   string    // COLLMUX_NVRTC_LIB: NVRTC library to load ("": the usual names)
-	TopoNodes  int       // COLLMUX_TOPO_OVERRIDE: nodes each communicator's ranks pretend to sit on (tests)
-	Timeout    int       // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
-	LingerUS   int       // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
-	Unordered  bool      // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
-	FusedAlgo  FusedAlgo // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
-	OpsAlgo    int       // COLLMUX_OPS_ALGO: 0 auto, 1 fused, 2 cublas, 3 nccl (its values' order; fused/ops.c's forms)
-	Rules      []Rule    // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
-	UserFrom   int       // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
-	Tuning     string    // the tuning table in force, if any
-	TuningFrom string    // where Tuning came from: TuningFromEnv, TuningFromUser or TuningFromSystem (with " (COLLMUX_TUNING_DIR)")
+	Check      bool            // COLLMUX_CHECK: verify on every call that ranks agree
+	Overlap    bool            // COLLMUX_OVERLAP: every communicator's device collectives run beside computation
+	NCCLLib    string          // COLLMUX_NCCL_LIB: NCCL library to load
+	NVRTCLib   string          // COLLMUX_NVRTC_LIB: NVRTC library to load ("": the usual names)
+	TopoNodes  int             // COLLMUX_TOPO_OVERRIDE: nodes each communicator's ranks pretend to sit on (tests)
+	Timeout    int             // COLLMUX_TIMEOUT: seconds before a fused collective is declared hung
+	LingerUS   int             // COLLMUX_FUSED_LINGER: idle microseconds before the resident fused kernel stops
+	Unordered  bool            // COLLMUX_STREAM_ORDER=none: device buffers are ready when a call is made
+	FusedAlgo  FusedAlgo       // COLLMUX_FUSED_ALGO: how the fused kernels all-reduce
+	OpsAlgo    int             // COLLMUX_OPS_ALGO: 0 auto, 1 fused, 2 cublas, 3 nccl (its values' order; fused/ops.c's forms)
+	Ops        []tune.OpsRange // the tuning table's forms of the fused operations, which auto takes
+	Rules      []Rule          // built-in defaults, a tuning table, then COLLMUX_RULES (later wins)
+	UserFrom   int             // Rules[:UserFrom] are the defaults and tuning table, the rest COLLMUX_RULES
+	Tuning     string          // the tuning table in force, if any
+	TuningFrom string          // where Tuning came from: TuningFromEnv, TuningFromUser or TuningFromSystem (with " (COLLMUX_TUNING_DIR)")
 	Warnings   []string
 }
 
@@ -173,16 +174,16 @@ const (
 // written it (TrustedSystemPath; else it is skipped with a warning). A table
 // made on another machine is refused with a warning; an unreadable or
 // malformed one is an error. from says where the table came from.
-func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn string, err error) {
+func tuningRules(getenv func(string) string) (rules []Rule, ops []tune.OpsRange, path, from, warn string, err error) {
 	sys, err := SystemTuningDir(getenv)
 	if err != nil {
-		return nil, "", "", "", err
+		return nil, nil, "", "", "", err
 	}
 	var t tune.Table
 	if path = getenv("COLLMUX_TUNING"); path != "" {
 		from = TuningFromEnv
 		if t, err = tune.Read(path); err != nil {
-			return nil, "", "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
+			return nil, nil, "", "", "", fmt.Errorf("COLLMUX_TUNING: %v", err)
 		}
 	} else {
 		user := TuningDir(getenv)
@@ -196,13 +197,13 @@ func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn str
 			}
 		}
 		if !installed {
-			return nil, "", "", "", nil // nothing installed: skip NVML entirely
+			return nil, nil, "", "", "", nil // nothing installed: skip NVML entirely
 		}
 		name := "tuning-" + gpuKey() + ".json"
 		if path = filepath.Join(user, name); user != "" && exists(path) {
 			from = TuningFromUser
 			if t, err = tune.Read(path); err != nil {
-				return nil, "", "", "", fmt.Errorf("the installed tuning table: %v", err)
+				return nil, nil, "", "", "", fmt.Errorf("the installed tuning table: %v", err)
 			}
 		} else {
 			path, from = filepath.Join(sys, name), TuningFromSystem
@@ -212,17 +213,17 @@ func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn str
 			b, err := readTrusted(path)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
-				return nil, "", "", "", nil
+				return nil, nil, "", "", "", nil
 			case err != nil:
-				return nil, "", "", fmt.Sprintf("system tuning table %s not used: %v", path, err), nil
+				return nil, nil, "", "", fmt.Sprintf("system tuning table %s not used: %v", path, err), nil
 			}
 			if t, err = tune.Decode(b, path); err != nil {
-				return nil, "", "", "", fmt.Errorf("the system tuning table: %v", err)
+				return nil, nil, "", "", "", fmt.Errorf("the system tuning table: %v", err)
 			}
 		}
 	}
 	if key := gpuKey(); t.GPUKey != key {
-		return nil, "", "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
+		return nil, nil, "", "", fmt.Sprintf("tuning table %s was measured on another machine (GPU key %s, this one %s): not used", path, t.GPUKey, key), nil
 	}
 	rules, err = ParseRules(t.RuleString(), "tuning table "+path)
 	// A table's rules were measured with each collective alone on the GPU:
@@ -235,7 +236,40 @@ func tuningRules(getenv func(string) string) (rules []Rule, path, from, warn str
 			rules[i].Text += ":overlap=no" // as collmux info and routes show it
 		}
 	}
-	return rules, path, from, "", err
+	if err == nil {
+		err = checkOps(path, t.Ops)
+	}
+	return rules, t.Ops, path, from, "", err
+}
+
+// MaxOpsRanges is how many forms of the fused operations a tuning table
+// may hold (the library's table of them, cmx_config.ops_tuned).
+const MaxOpsRanges = 64
+
+// checkOps checks table path's forms of the fused operations: each a form
+// COLLMUX_OPS_ALGO names, for batches from 1 to tune.MaxOpsBatch.
+func checkOps(path string, ops []tune.OpsRange) error {
+	if len(ops) > MaxOpsRanges {
+		return fmt.Errorf("tuning table %s: %d forms of the fused operations, at most %d", path, len(ops), MaxOpsRanges)
+	}
+	for _, r := range ops {
+		if r.Op != "gemv_allreduce" || !slices.Contains(tune.OpsForms, r.Form) || r.BatchLo < 1 || r.BatchHi < r.BatchLo ||
+			r.BatchHi > tune.MaxOpsBatch || r.Hi < r.Lo {
+			return fmt.Errorf("tuning table %s: bad form of a fused operation %+v (want op gemv_allreduce, form %s, batches 1 to %d)",
+				path, r, strings.Join(tune.OpsForms, ", "), tune.MaxOpsBatch)
+		}
+	}
+	return nil
+}
+
+// OpsHash identifies the forms of the fused operations in force, so that
+// the ranks of a communicator can check that they pick alike.
+func (c Config) OpsHash() uint32 {
+	h := fnv.New32a()
+	for _, r := range c.Ops {
+		fmt.Fprintf(h, "%+v|", r)
+	}
+	return h.Sum32()
 }
 
 func exists(path string) bool {
@@ -368,14 +402,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Rules = DefaultRules()
-	tuned, path, from, warn, err := tuningRules(getenv)
+	tuned, ops, path, from, warn, err := tuningRules(getenv)
 	if err != nil {
 		return c, err
 	}
 	if warn != "" {
 		c.Warnings = append(c.Warnings, warn)
 	}
-	c.Rules, c.Tuning, c.TuningFrom = append(c.Rules, tuned...), path, from
+	c.Rules, c.Ops, c.Tuning, c.TuningFrom = append(c.Rules, tuned...), ops, path, from
 	c.UserFrom = len(c.Rules)
 	if v := getenv("COLLMUX_RULES"); v != "" {
 		user, err := ParseRules(v, "COLLMUX_RULES")

@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,6 +169,41 @@ func TestTuningTable(t *testing.T) {
 	os.Rename(good, filepath.Join(dir, "collmux", "tuning-key-here.json"))
 	if c, err := LoadConfig(get); err != nil || !strings.HasSuffix(c.Tuning, "tuning-key-here.json") {
 		t.Errorf("installed table not found: %q %v", c.Tuning, err)
+	}
+}
+
+// A table's forms of the fused operations reach the configuration (and its
+// hash, which the ranks compare); a form COLLMUX_OPS_ALGO does not name, or
+// batches past the operation's, fail the start naming the table.
+func TestTuningTableOps(t *testing.T) {
+	GPUKey = func() string { return "key-here" }
+	defer func() { GPUKey = nil }()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		ops     []tune.OpsRange
+		wantErr string
+	}{
+		{"forms", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", BatchLo: 4, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}}, ""},
+		{"unknown form", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: 10, Form: "warp"}}, "bad form"},
+		{"batch past 16", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 17, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
+		{"unknown op", []tune.OpsRange{{Op: "gemm_alltoall", BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
+		{"too many", slices.Repeat([]tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, MaxOpsRanges+1), "at most"},
+	} {
+		p := filepath.Join(dir, tc.name+".json")
+		if err := (tune.Table{Version: tune.TableVersion, GPUKey: "key-here", Ops: tc.ops}).Write(p); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadConfig(func(k string) string { return map[string]string{"COLLMUX_TUNING": p}[k] })
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), p) {
+				t.Errorf("%s: %v, want an error naming %q and the table", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(c.Ops, tc.ops) || c.OpsHash() == (Config{}).OpsHash() {
+			t.Errorf("%s: %v, forms %+v", tc.name, err, c.Ops)
+		}
 	}
 }
 

@@ -130,12 +130,14 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		struct {
 			cmx_place at;
 			int args, ok, arch, room, algo, sms, cublas;
+			uint32_t tuned;
 		} me, *all = calloc((size_t)c->size, sizeof me);
 		memset(&me, 0, sizeof me);
 		pthread_mutex_lock(&ops_mu);
 		me.room = ops_made < OPS_MAX;
 		pthread_mutex_unlock(&ops_mu);
 		me.algo = cmx_cfg.ops_algo;
+		me.tuned = cmx_cfg.ops_tuned_hash;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
 			cmx_fused_kernel("cmx_ring", NULL) && cmx_fused_here(c, &me.at, &me.arch);
@@ -163,6 +165,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				why = "some rank made as many ops workspaces as a process may (16)";
 			else if (all[p].algo != all[0].algo)
 				why = "the ranks' COLLMUX_OPS_ALGO differ";
+			else if (all[p].tuned != all[0].tuned)
+				why = "the ranks' tuning tables pick the operations' forms differently";
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
@@ -452,7 +456,9 @@ static uint32_t digest(int op, const int64_t *v, int n)
  * unfused form, which programs write by hand). */
 enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
 
-/* COLLMUX_OPS_ALGO=auto, from 2 x H200 (docs/results/gpu-2026-11-30-fusedops):
+/* COLLMUX_OPS_ALGO=auto: the tuning table's form for the shape, where
+ * collmux tune --ops measured it (the ranks agree on those at set-up),
+ * else, from 2 x H200 (docs/results/gpu-2026-11-30-fusedops):
  * at batch 1 cuBLAS + collmux's sum is 1.01-1.23x cuBLAS + NCCL (it needs
  * no copy and no NCCL launch), at batch 4 0.96-0.99x and at 16 down to
  * 0.60x (cuBLAS is slower with fp32 outputs), so NCCL's form past batch 1.
@@ -461,10 +467,15 @@ enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
  * tensor cores (session 17, one H200, one rank) it is 0.65-0.84x cuBLAS's
  * GEMV alone at every batch: auto does not take it yet (its two-GPU
  * figures are to come). */
-static int gemv_form(int batch)
+static int gemv_form(int batch, int m)
 {
 	if (cmx_cfg.ops_algo)
 		return cmx_cfg.ops_algo;
+	for (int i = 0; i < cmx_cfg.ops_tuned_n; i++) { /* collmux tune --ops: what this machine measured fastest */
+		const __typeof__(cmx_cfg.ops_tuned[0]) *t = &cmx_cfg.ops_tuned[i];
+		if (t->batch_lo <= batch && batch <= t->batch_hi && t->lo <= (uint64_t)m && (uint64_t)m <= t->hi)
+			return t->form;
+	}
 	return batch == 1 ? GEMV_SUM : GEMV_NCCL;
 }
 
@@ -472,9 +483,9 @@ static int gemv_form(int batch)
  * (agreed: cuBLAS at set-up, NCCL by its own set-up, collective here);
  * auto falls back to a form that can run, a forced form fails. 0 with
  * *why when none can. */
-static int gemv_form_for(cmx_comm *c, int batch, const void *buf, const char **why)
+static int gemv_form_for(cmx_comm *c, int batch, int m, const void *buf, const char **why)
 {
-	int form = gemv_form(batch);
+	int form = gemv_form(batch, m);
 	if (form == GEMV_NCCL && !cmx_nccl_ready(c, buf)) {
 		if (cmx_cfg.ops_algo)
 			return *why = "COLLMUX_OPS_ALGO=nccl, and NCCL cannot serve this communicator", 0;
@@ -516,11 +527,11 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	segs_most = segs_most < (uint64_t)(32 / batch) ? segs_most : (uint64_t)(32 / batch);
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * segs_most;
 	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
-		  gemv_form(batch) == GEMV_NCCL))
+		  gemv_form(batch, m) == GEMV_NCCL))
 		return -1;
 	struct cmx_ops *o = c->ops;
 	const char *why = NULL;
-	const int form = gemv_form_for(c, batch, y, &why), fused = form == GEMV_FUSED;
+	const int form = gemv_form_for(c, batch, m, y, &why), fused = form == GEMV_FUSED;
 	if (!form)
 		return fail(fn, c, why);
 	const size_t es = (size_t)esize[dtype];

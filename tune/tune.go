@@ -114,18 +114,7 @@ func Choose(samples []Sample, margin float64, prefer string) []Range {
 	byColl := bySize(samples)
 	var out []Range
 	for _, c := range slices.Sorted(maps.Keys(byColl)) {
-		out = append(out, rangesOf(c, byColl[c], prefer, func(times map[string]float64, cur string) string {
-			best, bt := "", math.Inf(1)
-			for _, b := range slices.Sorted(maps.Keys(times)) {
-				if times[b] < bt {
-					best, bt = b, times[b]
-				}
-			}
-			if t, ok := times[cur]; ok && t <= bt*(1+margin) {
-				return cur
-			}
-			return best
-		})...)
+		out = append(out, rangesOf(c, byColl[c], prefer, fastest(margin))...)
 	}
 	return out
 }
@@ -191,7 +180,8 @@ const TableVersion = 1
 // they came from: each collective alone (Ranges, Samples) and, where it was
 // measured, beside a GEMM stream (the overlap=yes rules of
 // OverlapRanges, from OverlapSamples). Rules without overlap=yes hold
-// outside overlap mode only (dispatch).
+// outside overlap mode only (dispatch). Ops are the forms of the fused
+// operations (collmux.h) that measured fastest, from OpsSamples.
 type Table struct {
 	Version        int             `json:"version"`
 	Date           time.Time       `json:"date"`
@@ -203,6 +193,8 @@ type Table struct {
 	Samples        []Sample        `json:"samples"`
 	OverlapRanges  []Range         `json:"overlap_ranges,omitempty"`
 	OverlapSamples []OverlapSample `json:"overlap_samples,omitempty"`
+	Ops            []OpsRange      `json:"ops,omitempty"` // the fused operations' forms (COLLMUX_OPS_ALGO=auto)
+	OpsSamples     []OpsSample     `json:"ops_samples,omitempty"`
 }
 
 // Write stores t as indented JSON.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"collmux/fused"
@@ -17,7 +18,8 @@ import (
 )
 
 // The benchmarks tune and check run are bench/gpu_bench.c (and, for tune
-// --overlap, bench/overlap.c), MPI, CUDA and NCCL programs: --bench (and
+// --overlap and --ops, bench/overlap.c and bench/fusedops.c), MPI, CUDA
+// and NCCL programs: --bench (and
 // --overlap-bench) name a binary, or the tool builds it at first use with
 // the MPI's compiler wrapper, from the source installed with the tool
 // (<prefix>/<datadir>/collmux/bench, beside the header it includes from
@@ -82,14 +84,9 @@ func planBench(o tuneOpts, name string) (benchBuild, error) {
 	if src == "" {
 		return benchBuild{}, fmt.Errorf("give --bench: the benchmark's source is not where the tool looks (%s)", strings.Join(tried, ", "))
 	}
-	header := filepath.Join(filepath.Dir(src), "..", "tests", "gpu", "gpu_common.h")
 	h := sha256.New()
-	for _, p := range []string{src, header} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return benchBuild{}, fmt.Errorf("the benchmark's source is incomplete: %v", err)
-		}
-		h.Write(b)
+	if err := hashSources(h, src, map[string]bool{}); err != nil {
+		return benchBuild{}, fmt.Errorf("the benchmark's source is incomplete: %v", err)
 	}
 	cc, err := exec.LookPath(o.mpicc)
 	if err != nil {
@@ -111,7 +108,7 @@ func planBench(o tuneOpts, name string) (benchBuild, error) {
 		args = append(args, "-I"+filepath.Join(d, "include"))
 		link = append(link, "-L"+lib, "-Wl,-rpath,"+lib)
 	}
-	args = append(append(append(args, src), link...), "-lcudart", "-lnccl", "-ldl")
+	args = append(append(append(args, src), link...), "-lcudart", "-lnccl", "-ldl", "-lm")
 	fmt.Fprintf(h, "%q", args)
 	cache := fused.CacheDir(os.Getenv)
 	if cache == "" {
@@ -119,6 +116,29 @@ func planBench(o tuneOpts, name string) (benchBuild, error) {
 	}
 	out := filepath.Join(cache, "bench", name+"-"+hex.EncodeToString(h.Sum(nil)[:12]))
 	return benchBuild{append(args, "-o", out), out}, nil
+}
+
+// quoted are a C file's #include "..." lines' files.
+var quoted = regexp.MustCompile(`(?m)^#include "([^"]+)"`)
+
+// hashSources writes into h the file at path and, once each, the files it
+// includes with quotes (relative to it), and theirs.
+func hashSources(h io.Writer, path string, seen map[string]bool) error {
+	if seen[path] {
+		return nil
+	}
+	seen[path] = true
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	h.Write(b)
+	for _, m := range quoted.FindAllSubmatch(b, -1) {
+		if err := hashSources(h, filepath.Join(filepath.Dir(path), string(m[1])), seen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ensure builds the benchmark unless a binary of this user's, writable by

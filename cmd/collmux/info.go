@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -109,5 +110,16 @@ func writeRules(w io.Writer, cfg dispatch.Config, getenv func(string) string) er
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(tw, "  %s\t%s\n", r.Text, r.Source)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil || len(cfg.Ops) == 0 {
+		return err
+	}
+	fmt.Fprintln(w, "Forms of the fused operations from the tuning table (COLLMUX_OPS_ALGO=auto; the first that holds a call):")
+	for _, r := range cfg.Ops {
+		hi := "inf"
+		if r.Hi != math.MaxUint64 {
+			hi = fmt.Sprint(r.Hi)
+		}
+		fmt.Fprintf(w, "  %s, batch %d-%d, m %d-%s: %s\n", r.Op, r.BatchLo, r.BatchHi, r.Lo, hi, r.Form)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -123,6 +124,49 @@ func TestTuneOverlapFromRecorded(t *testing.T) {
 	}
 }
 
+// tune with the forms of the GEMV + all-reduce recorded on 2 x H200 (the
+// unfused cuBLAS + NCCL contender standing for the nccl form) records the
+// fastest per batch and m, which the library loads for COLLMUX_OPS_ALGO=auto
+// and collmux info lists.
+func TestTuneOpsFromRecorded(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join("..", "..", "tune", "testdata")
+	rec, err := os.ReadFile(filepath.Join(data, "fusedops_h200x2.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := filepath.Join(dir, "fusedops.csv")
+	if err := os.WriteFile(ops, []byte(strings.ReplaceAll(string(rec), ",a:cublas+nccl,", ",d:nccl,")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := filepath.Join(dir, "t.json")
+	execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "h200x2", "--out", table,
+		"--plots", dir)
+	tab, err := tune.Read(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.OpsSamples) != 36 || len(tab.Ops) != 3 {
+		t.Fatalf("%d samples, forms %+v", len(tab.OpsSamples), tab.Ops)
+	}
+	for i, want := range []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", BatchLo: 4, BatchHi: 15, Lo: 0, Hi: math.MaxUint64, Form: "nccl"},
+		{Op: "gemv_allreduce", BatchLo: 16, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}} {
+		if tab.Ops[i] != want {
+			t.Errorf("form %d: %+v, want %+v", i, tab.Ops[i], want)
+		}
+	}
+	// a table of this machine's (no GPU here): the library would take its
+	// forms; collmux info lists them
+	execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "no-gpu", "--out", table,
+		"--plots", dir)
+	t.Setenv("COLLMUX_TUNING", table)
+	out := execute(t, "info")
+	if !strings.Contains(out, "Forms of the fused operations from the tuning table") ||
+		!strings.Contains(out, "  gemv_allreduce, batch 1-3, m 0-inf: cublas\n") || !strings.Contains(out, "batch 4-15, m 0-inf: nccl") {
+		t.Errorf("collmux info:\n%s", out)
+	}
+}
+
 // tune --overlap --dry-run prints the command of each backend's run beside
 // the GEMMs: forced alone, in overlap mode, named via-B.
 func TestTuneOverlapDryRun(t *testing.T) {
@@ -131,6 +175,13 @@ func TestTuneOverlapDryRun(t *testing.T) {
 	if out, err := run("tune", "--overlap", "--dry-run", "--np", "2", "--bench", "/bin/gpu_bench", "--overlap-bench", "/bin/overlap",
 		"--lib", "/lib/libcollmux.so", "--overlap-max-bytes", "inf"); err == nil || !strings.Contains(err.Error(), "give a size") {
 		t.Errorf("--overlap-max-bytes inf: %v\n%s", err, out)
+	}
+	ops := execute(t, "tune", "--ops", "--dry-run", "--np", "2", "--bench", "/bin/gpu_bench", "--ops-bench", "/bin/fusedops",
+		"--lib", "/lib/libcollmux.so", "--launcher", "srun -n {np} {env} {prog}", "--ops-max-m", "8192")
+	for _, f := range tune.OpsForms {
+		if want := "COLLMUX_OPS_ALGO=" + f + " /bin/fusedops 8192 d d:" + f + "\n"; !strings.Contains(ops, want) {
+			t.Errorf("tune --ops --dry-run: no line with %q:\n%s", want, ops)
+		}
 	}
 	for _, b := range []string{"copy", "nccl"} {
 		want := "COLLMUX_OVERLAP=1 'COLLMUX_RULES=*:cuda:*:" + b + "' /bin/overlap via-" + b + " 4194304 allreduce,allgather,alltoall,reduce_scatter"

@@ -45,6 +45,11 @@ type tuneOpts struct {
 	overlapBackends, overlapColls []string
 	overlapCSV                    []string
 	saveOverlapCSV                string
+	// tune --ops: the forms of the fused operations
+	ops               bool
+	opsBench, opsMaxM string
+	opsCSV            []string
+	saveOpsCSV        string
 }
 
 func tuneCmd() *cobra.Command {
@@ -75,6 +80,11 @@ func tuneCmd() *cobra.Command {
 	f.StringVar(&o.overlapMax, "overlap-max-bytes", "256M", "largest message beside the GEMMs")
 	f.StringSliceVar(&o.overlapCSV, "overlap-csv", nil, "read recorded bench/overlap CSV files (path column via-<backend>) instead of measuring beside the GEMMs")
 	f.StringVar(&o.saveOverlapCSV, "save-overlap-csv", "", "also write the measurements beside the GEMMs (bench/overlap's CSV) to this file")
+	f.BoolVar(&o.ops, "ops", false, "also time every form of the fused GEMV + all-reduce (bench/fusedops) and record the fastest per batch and m, which COLLMUX_OPS_ALGO=auto then takes")
+	f.StringVar(&o.opsBench, "ops-bench", "", "the bench/fusedops binary (default: built at first use, as --bench)")
+	f.StringVar(&o.opsMaxM, "ops-max-m", "28672", "largest m (rows) of the GEMV timed")
+	f.StringSliceVar(&o.opsCSV, "ops-csv", nil, "read recorded bench/fusedops CSV files (contenders d:<form>) instead of timing the forms")
+	f.StringVar(&o.saveOpsCSV, "save-ops-csv", "", "also write the forms' times (bench/fusedops's CSV) to this file")
 	return c
 }
 
@@ -139,6 +149,9 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 			if o.overlap && len(o.overlapCSV) == 0 {
 				_, err = measureOverlap(cmd, o) // its command lines
 			}
+			if o.ops && len(o.opsCSV) == 0 && (err == nil || err == errDryRun) {
+				_, err = measureOps(cmd, o)
+			}
 			if err == errDryRun {
 				err = nil
 			}
@@ -176,6 +189,29 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 		t.OverlapRanges = tune.ChooseOverlap(t.OverlapSamples, o.margin)
 		t.Rules = append(t.Rules, tune.Rules(t.OverlapRanges, ":overlap=yes")...)
 		overlapReport(cmd.OutOrStdout(), t.OverlapSamples)
+	}
+	if o.ops || len(o.opsCSV) > 0 {
+		var err error
+		if len(o.opsCSV) > 0 {
+			t.OpsSamples, err = readCSVs(o.opsCSV, opsCSV)
+		} else {
+			t.OpsSamples, err = measureOps(cmd, o)
+		}
+		if err == errDryRun {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(t.OpsSamples) == 0 {
+			return fmt.Errorf("no times of the fused operations' forms")
+		}
+		if t.Ops = tune.ChooseOps(t.OpsSamples, o.margin); len(t.Ops) > dispatch.MaxOpsRanges {
+			return fmt.Errorf("%d forms of the fused operations chosen, more than a table may hold (%d): time fewer shapes", len(t.Ops), dispatch.MaxOpsRanges)
+		}
+		for _, r := range t.Ops {
+			fmt.Fprintf(cmd.OutOrStdout(), "   %s batch %d-%d, m from %d: %s\n", r.Op, r.BatchLo, r.BatchHi, r.Lo, r.Form)
+		}
 	}
 	if _, err := dispatch.ParseRules(t.RuleString(), "tune"); err != nil {
 		return fmt.Errorf("internal error, the chosen rules do not parse: %v", err)
@@ -338,10 +374,6 @@ func benchSetup(c *cobra.Command, o *tuneOpts, name string, bin *string) (string
 // run lean), each collective and size beside the reference GEMM stream,
 // and reads what it printed (the path column is via-B).
 func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) {
-	lib, err := benchSetup(c, &o, "overlap", &o.overlapBench)
-	if err != nil {
-		return nil, err
-	}
 	top, err := dispatch.ParseRules("*:*:0-"+o.overlapMax+":mpi", "--overlap-max-bytes")
 	if err != nil {
 		return nil, err
@@ -349,17 +381,59 @@ func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) 
 	if top[0].Hi == math.MaxUint64 {
 		return nil, fmt.Errorf("--overlap-max-bytes: give a size (the benchmark allocates it)")
 	}
-	l, err := launcherOf(c, o)
-	if err != nil {
-		return nil, err
-	}
-	var csv bytes.Buffer
+	var runs []benchRun
 	for _, b := range o.overlapBackends {
 		if _, ok := dispatch.ParseBackend(b); !ok {
 			return nil, fmt.Errorf("--overlap-backends: unknown backend %q", b)
 		}
-		env := []string{"LD_PRELOAD=" + lib, "NCCL_NVLS_ENABLE=0", "COLLMUX_OVERLAP=1", "COLLMUX_RULES=*:cuda:*:" + b}
-		argv, err := l.render(o.np, env, []string{o.overlapBench, "via-" + b, fmt.Sprint(top[0].Hi), strings.Join(o.overlapColls, ",")})
+		runs = append(runs, benchRun{"beside a GEMM stream: " + b, []string{"COLLMUX_OVERLAP=1", "COLLMUX_RULES=*:cuda:*:" + b},
+			[]string{"via-" + b, fmt.Sprint(top[0].Hi), strings.Join(o.overlapColls, ",")}})
+	}
+	csv, err := runBench(c, o, "overlap", &o.overlapBench, runs, o.saveOverlapCSV)
+	if err != nil {
+		return nil, err
+	}
+	return overlapCSV(csv)
+}
+
+// measureOps runs bench/fusedops once per form of the fused GEMV +
+// all-reduce (COLLMUX_OPS_ALGO=<form>, its contender named d:<form>) and
+// reads the times.
+func measureOps(c *cobra.Command, o tuneOpts) ([]tune.OpsSample, error) {
+	var runs []benchRun
+	for _, f := range tune.OpsForms {
+		runs = append(runs, benchRun{"the fused operations' form " + f, []string{"COLLMUX_OPS_ALGO=" + f}, []string{o.opsMaxM, "d", "d:" + f}})
+	}
+	csv, err := runBench(c, o, "fusedops", &o.opsBench, runs, o.saveOpsCSV)
+	if err != nil {
+		return nil, err
+	}
+	return opsCSV(csv)
+}
+
+// benchRun is one run of a benchmark: what it measures (for the log), the
+// variables its ranks get besides the preload, and its arguments.
+type benchRun struct {
+	what      string
+	env, args []string
+}
+
+// runBench runs bench/<name>.c (*bin, else built at first use) once per
+// run under the launcher, the library preloaded, and returns what they
+// printed, also written to save where given; under --dry-run it prints
+// the command lines and returns errDryRun.
+func runBench(c *cobra.Command, o tuneOpts, name string, bin *string, runs []benchRun, save string) (*bytes.Buffer, error) {
+	lib, err := benchSetup(c, &o, name, bin)
+	if err != nil {
+		return nil, err
+	}
+	l, err := launcherOf(c, o)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, r := range runs {
+		argv, err := l.render(o.np, append([]string{"LD_PRELOAD=" + lib, "NCCL_NVLS_ENABLE=0"}, r.env...), append([]string{*bin}, r.args...))
 		if err != nil {
 			return nil, err
 		}
@@ -367,11 +441,11 @@ func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) 
 			fmt.Fprintln(c.OutOrStdout(), shellQuote(argv))
 			continue
 		}
-		fmt.Fprintf(c.ErrOrStderr(), "beside a GEMM stream: %s\n", b)
+		fmt.Fprintln(c.ErrOrStderr(), r.what)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), "NCCL_NVLS_ENABLE=0", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 		var errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &csv, &errb
+		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("%s: %v\n%s", shellQuote(argv), err, errb.String())
 		}
@@ -379,12 +453,12 @@ func measureOverlap(c *cobra.Command, o tuneOpts) ([]tune.OverlapSample, error) 
 	if o.dryRun {
 		return nil, errDryRun
 	}
-	if o.saveOverlapCSV != "" {
-		if err := os.WriteFile(o.saveOverlapCSV, csv.Bytes(), 0o644); err != nil {
+	if save != "" {
+		if err := os.WriteFile(save, out.Bytes(), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	return overlapCSV(&csv)
+	return &out, nil
 }
 
 // errDryRun is measure's answer under --dry-run, once it has printed the
@@ -488,6 +562,9 @@ func overlapCSV(r io.Reader) ([]tune.OverlapSample, error) {
 		return ""
 	})
 }
+
+// opsCSV reads bench/fusedops's CSV: contenders d:<form>.
+func opsCSV(r io.Reader) ([]tune.OpsSample, error) { return tune.ReadOpsCSV(r, tune.FormOf) }
 
 // serves reports whether backend b runs collective c of n bytes on ranks
 // ranks, rather than falling back: the fused kernels as fused.Serves

@@ -1,0 +1,140 @@
+package tune
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// OpsForms are the forms a fused operation of collmux.h computes in
+// (COLLMUX_OPS_ALGO's values past auto, in their order).
+var OpsForms = []string{"fused", "cublas", "nccl"}
+
+// OpsSample is one form of a fused operation timed at one shape
+// (bench/fusedops.c: the GEMV + all-reduce of m rows at a batch).
+type OpsSample struct {
+	Op     string  `json:"op"`
+	M      uint64  `json:"m"`
+	Batch  int     `json:"batch"`
+	Form   string  `json:"form"`
+	Micros float64 `json:"us"`
+}
+
+// ReadOpsCSV reads bench/fusedops.c's output (op, m, k, batch, ranks,
+// contender, us, ...); formOf names the form a contender column measured
+// ("" skips it).
+func ReadOpsCSV(r io.Reader, formOf func(contender string) string) ([]OpsSample, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	recs, err := cr.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var out []OpsSample
+	for i, rec := range recs {
+		if rec[0] == "op" { // a header, also where runs were appended
+			continue
+		}
+		if len(rec) < 7 {
+			return nil, fmt.Errorf("line %d: want op,m,k,batch,ranks,contender,us", i+1)
+		}
+		f := formOf(rec[5])
+		if f == "" {
+			continue
+		}
+		m, err1 := strconv.ParseUint(rec[1], 10, 64)
+		b, err2 := strconv.Atoi(rec[3])
+		us, err3 := strconv.ParseFloat(rec[6], 64)
+		if err1 != nil || err2 != nil || err3 != nil || b < 1 {
+			return nil, fmt.Errorf("line %d: bad number in %v", i+1, rec)
+		}
+		out = append(out, OpsSample{rec[0], m, b, f, us})
+	}
+	return out, nil
+}
+
+// FormOf reads a bench/fusedops contender named d:FORM (collmux's
+// operation under COLLMUX_OPS_ALGO=FORM).
+func FormOf(contender string) string {
+	if f, ok := strings.CutPrefix(contender, "d:"); ok && slices.Contains(OpsForms, f) {
+		return f
+	}
+	return ""
+}
+
+// OpsRange is a chosen form of operation Op for batches BatchLo to
+// BatchHi and m from Lo to Hi (MaxUint64: no limit).
+type OpsRange struct {
+	Op      string `json:"op"`
+	BatchLo int    `json:"batch_lo"`
+	BatchHi int    `json:"batch_hi"`
+	Lo      uint64 `json:"lo"`
+	Hi      uint64 `json:"hi"`
+	Form    string `json:"form"`
+}
+
+// MaxOpsBatch is the largest batch the GEMV + all-reduce takes.
+const MaxOpsBatch = 16
+
+// ChooseOps picks a form per operation, batch and range of m, as Choose
+// picks backends by size (the fastest, the previous m's choice kept
+// within margin). A measured batch's choice holds up to the next measured
+// batch (the last, up to MaxOpsBatch).
+func ChooseOps(samples []OpsSample, margin float64) []OpsRange {
+	type opBatch struct {
+		op    string
+		batch int
+	}
+	by := map[opBatch]map[uint64]map[string]float64{}
+	for _, s := range merge(samples, func(s OpsSample) point { return point{s.Op + "/" + strconv.Itoa(s.Batch), s.Form, s.M} },
+		func(string, string, uint64) bool { return true },
+		func(o *OpsSample, s OpsSample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) }) {
+		k := opBatch{s.Op, s.Batch}
+		if by[k] == nil {
+			by[k] = map[uint64]map[string]float64{}
+		}
+		if by[k][s.M] == nil {
+			by[k][s.M] = map[string]float64{}
+		}
+		by[k][s.M][s.Form] = s.Micros
+	}
+	keys := slices.SortedFunc(maps.Keys(by), func(x, y opBatch) int {
+		if x.op != y.op {
+			return strings.Compare(x.op, y.op)
+		}
+		return x.batch - y.batch
+	})
+	var out []OpsRange
+	for i, k := range keys {
+		hi := MaxOpsBatch
+		if i+1 < len(keys) && keys[i+1].op == k.op {
+			hi = keys[i+1].batch - 1
+		}
+		for _, r := range rangesOf(k.op, by[k], "", fastest(margin)) {
+			out = append(out, OpsRange{k.op, k.batch, hi, r.Lo, r.Hi, r.Backend})
+		}
+	}
+	return out
+}
+
+// fastest is Choose's pick: the fastest at a size, unless the previous
+// choice is within margin of it.
+func fastest(margin float64) func(times map[string]float64, cur string) string {
+	return func(times map[string]float64, cur string) string {
+		best, bt := "", math.Inf(1)
+		for _, b := range slices.Sorted(maps.Keys(times)) {
+			if times[b] < bt {
+				best, bt = b, times[b]
+			}
+		}
+		if t, ok := times[cur]; ok && t <= bt*(1+margin) {
+			return cur
+		}
+		return best
+	}
+}
