@@ -114,10 +114,10 @@ func (s OverlapSample) meets() bool {
 
 // ChooseOverlap picks a backend per collective and size range for overlap
 // mode: at each size, of the paths that keep to OverlapTarget the fastest
-// beside the GEMMs; where none does, the one that slows the GEMMs least
-// (negative slowdowns, clock drift, count as none), the faster of those
-// within 1 % of it. As in Choose, the previous size's choice stays while
-// it is as good within margin.
+// beside the GEMMs; where none does, of those within 1 % of the least GEMM
+// slowdown (negative slowdowns, clock drift, count as none) the fastest.
+// As in Choose, the previous size's choice stays while it is a candidate
+// within margin of the fastest.
 func ChooseOverlap(samples []OverlapSample, margin float64) []Range {
 	by := map[string]map[uint64]map[string]OverlapSample{}
 	for _, s := range samples {
@@ -132,26 +132,22 @@ func ChooseOverlap(samples []OverlapSample, margin float64) []Range {
 	var out []Range
 	for _, c := range slices.Sorted(maps.Keys(by)) {
 		out = append(out, rangesOf(c, by[c], "", func(at map[string]OverlapSample, cur string) string {
-			// the better of two paths: keeping to the target first, then
-			// the less slowed GEMMs (beyond 1 %) where neither keeps to it,
-			// then the faster collective beside them
-			better := func(x, y OverlapSample, slack float64) bool {
-				if x.meets() != y.meets() {
-					return x.meets()
-				}
-				gx, gy := math.Max(x.GEMMSlowdown, 0), math.Max(y.GEMMSlowdown, 0)
-				if !x.meets() && math.Abs(gx-gy) > 0.01 {
-					return gx < gy
-				}
-				return x.BesideUs*(1+slack) < y.BesideUs
+			// the candidates: the paths that keep to the target, else those
+			// within 1 % of the least GEMM slowdown; of them the fastest
+			// beside the GEMMs, or the previous size's within margin
+			slowed := func(s OverlapSample) float64 { return math.Max(s.GEMMSlowdown, 0) }
+			least, meet := math.Inf(1), false
+			for _, s := range at {
+				least, meet = math.Min(least, slowed(s)), meet || s.meets()
 			}
+			in := func(s OverlapSample) bool { return s.meets() || (!meet && slowed(s) <= least+0.01) }
 			best := ""
 			for _, b := range slices.Sorted(maps.Keys(at)) {
-				if best == "" || better(at[b], at[best], 0) {
+				if in(at[b]) && (best == "" || at[b].BesideUs < at[best].BesideUs) {
 					best = b
 				}
 			}
-			if s, ok := at[cur]; ok && !better(at[best], s, margin) {
+			if s, ok := at[cur]; ok && in(s) && s.BesideUs <= at[best].BesideUs*(1+margin) {
 				return cur
 			}
 			return best
