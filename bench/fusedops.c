@@ -87,10 +87,12 @@ static void call(char c, const void *v)
 		MPI_Allreduce(MPI_IN_PLACE, p->y, p->m * p->batch, MPI_UINT16_T, MPI_SUM, MPI_COMM_WORLD); /* see below */
 		break;
 	case 'd':
-		gemv_ar(MPI_Comm_c2f(MPI_COMM_WORLD), st, COLLMUX_BFLOAT16, p->m, p->k, p->batch, p->a, p->k, p->x, p->k, p->y, p->m);
-		break;
-	case '1':
-		gemv_ar(MPI_Comm_c2f(MPI_COMM_SELF), st, COLLMUX_BFLOAT16, p->m, p->k, p->batch, p->a, p->k, p->x, p->k, p->y, p->m);
+	case '1': /* a call that fails would time as no time: the job stops instead */
+		if (gemv_ar(MPI_Comm_c2f(c == 'd' ? MPI_COMM_WORLD : MPI_COMM_SELF), st, COLLMUX_BFLOAT16, p->m, p->k, p->batch, p->a, p->k, p->x,
+			    p->k, p->y, p->m) != 0) {
+			fprintf(stderr, "fusedops: collmux_gemv_allreduce failed (the reason above): its time would be no time\n");
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
 		break;
 	case 'g': gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st); break;
 	case 'n': ncclAllReduce(p->y, p->y, (size_t)p->m * p->batch, ncclBfloat16, ncclSum, nccl, st); break;
@@ -124,6 +126,7 @@ int main(int argc, char **argv)
 			call('a', &p);
 			CUDA_OK(cudaStreamSynchronize(st));
 			CUDA_OK(cudaMemcpy(ya, p.y, ny * 2, cudaMemcpyDeviceToHost));
+			CUDA_OK(cudaMemset(p.y, 0xff, ny * 2)); /* d's result, not a's left over */
 			call('d', &p);
 			CUDA_OK(cudaStreamSynchronize(st));
 			CUDA_OK(cudaMemcpy(yd, p.y, ny * 2, cudaMemcpyDeviceToHost));

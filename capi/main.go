@@ -87,7 +87,8 @@ func collmux_go_init(cfg *C.cmx_config, abiC C.int, table *C.cmx_routes) {
 	cfg.ops_algo = C.int(c.OpsAlgo)
 	for i, r := range c.Ops { // at most dispatch.MaxOpsRanges, which is CMX_OPS_TUNED (below)
 		t := &cfg.ops_tuned[i]
-		t.batch_lo, t.batch_hi, t.form = C.int(r.BatchLo), C.int(r.BatchHi), C.int(1+slices.Index(tune.OpsForms, r.Form))
+		t.ranks, t.batch_lo, t.batch_hi = C.int(r.Ranks), C.int(r.BatchLo), C.int(r.BatchHi)
+		t.form = C.int(1 + slices.Index(tune.OpsForms, r.Form))
 		t.lo, t.hi = C.uint64_t(r.Lo), C.uint64_t(r.Hi)
 	}
 	cfg.ops_tuned_n, cfg.ops_tuned_hash = C.int(len(c.Ops)), C.uint32_t(c.OpsHash())
@@ -131,13 +132,13 @@ func logged(i int) string {
 	return ""
 }
 
-// applyRules makes rules the rule list in force: the global route table,
-// the per-shape tables (compiled again on demand), the hash ranks compare.
 // This fails to compile unless the library's table of the fused
 // operations' forms (CMX_OPS_TUNED) holds exactly what dispatch lets a
 // tuning table have.
 var _ = [1]struct{}{}[C.CMX_OPS_TUNED-dispatch.MaxOpsRanges]
 
+// applyRules makes rules the rule list in force: the global route table,
+// the per-shape tables (compiled again on demand), the hash ranks compare.
 func applyRules(rules []dispatch.Rule, cfg *C.cmx_config, table *C.cmx_routes) {
 	shapeMu.Lock()
 	defer shapeMu.Unlock()

@@ -237,7 +237,7 @@ func tuningRules(getenv func(string) string) (rules []Rule, ops []tune.OpsRange,
 		}
 	}
 	if err == nil {
-		err = checkOps(path, t.Ops)
+		err = CheckOps("tuning table "+path, t.Ops)
 	}
 	return rules, t.Ops, path, from, "", err
 }
@@ -246,17 +246,20 @@ func tuningRules(getenv func(string) string) (rules []Rule, ops []tune.OpsRange,
 // may hold (the library's table of them, cmx_config.ops_tuned).
 const MaxOpsRanges = 64
 
-// checkOps checks table path's forms of the fused operations: each a form
-// COLLMUX_OPS_ALGO names, for batches from 1 to tune.MaxOpsBatch.
-func checkOps(path string, ops []tune.OpsRange) error {
+// CheckOps checks a tuning table's forms of the fused operations (what
+// names the table in errors): at most MaxOpsRanges, each a form
+// COLLMUX_OPS_ALGO names, for ranks from 1 and batches from 1 to
+// tune.MaxOpsBatch. collmux tune checks what it writes as the library
+// checks what it reads.
+func CheckOps(what string, ops []tune.OpsRange) error {
 	if len(ops) > MaxOpsRanges {
-		return fmt.Errorf("tuning table %s: %d forms of the fused operations, at most %d", path, len(ops), MaxOpsRanges)
+		return fmt.Errorf("%s: %d forms of the fused operations, at most %d", what, len(ops), MaxOpsRanges)
 	}
 	for _, r := range ops {
-		if r.Op != "gemv_allreduce" || !slices.Contains(tune.OpsForms, r.Form) || r.BatchLo < 1 || r.BatchHi < r.BatchLo ||
+		if r.Op != "gemv_allreduce" || !slices.Contains(tune.OpsForms, r.Form) || r.Ranks < 1 || r.BatchLo < 1 || r.BatchHi < r.BatchLo ||
 			r.BatchHi > tune.MaxOpsBatch || r.Hi < r.Lo {
-			return fmt.Errorf("tuning table %s: bad form of a fused operation %+v (want op gemv_allreduce, form %s, batches 1 to %d)",
-				path, r, strings.Join(tune.OpsForms, ", "), tune.MaxOpsBatch)
+			return fmt.Errorf("%s: bad form of a fused operation %+v (want op gemv_allreduce, form %s, ranks from 1, batches 1 to %d)",
+				what, r, strings.Join(tune.OpsForms, ", "), tune.MaxOpsBatch)
 		}
 	}
 	return nil

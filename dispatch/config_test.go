@@ -184,11 +184,12 @@ func TestTuningTableOps(t *testing.T) {
 		ops     []tune.OpsRange
 		wantErr string
 	}{
-		{"forms", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", BatchLo: 4, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}}, ""},
-		{"unknown form", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: 10, Form: "warp"}}, "bad form"},
-		{"batch past 16", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 17, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
-		{"unknown op", []tune.OpsRange{{Op: "gemm_alltoall", BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
-		{"too many", slices.Repeat([]tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, MaxOpsRanges+1), "at most"},
+		{"forms", []tune.OpsRange{{Op: "gemv_allreduce", Ranks: 2, BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", Ranks: 2, BatchLo: 4, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}}, ""},
+		{"unknown form", []tune.OpsRange{{Op: "gemv_allreduce", Ranks: 2, BatchLo: 1, BatchHi: 3, Lo: 0, Hi: 10, Form: "warp"}}, "bad form"},
+		{"batch past 16", []tune.OpsRange{{Op: "gemv_allreduce", Ranks: 2, BatchLo: 1, BatchHi: 17, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
+		{"no ranks", []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
+		{"unknown op", []tune.OpsRange{{Op: "gemm_alltoall", Ranks: 2, BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, "bad form"},
+		{"too many", slices.Repeat([]tune.OpsRange{{Op: "gemv_allreduce", Ranks: 2, BatchLo: 1, BatchHi: 1, Lo: 0, Hi: 10, Form: "fused"}}, MaxOpsRanges+1), "at most"},
 	} {
 		p := filepath.Join(dir, tc.name+".json")
 		if err := (tune.Table{Version: tune.TableVersion, GPUKey: "key-here", Ops: tc.ops}).Write(p); err != nil {

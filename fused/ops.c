@@ -65,6 +65,7 @@ struct cmx_ops {
 	int mates;         /* ranks of the communicator on this rank's GPU (this one included): they grow together */
 	int cublas;        /* every rank has cuBLAS */
 	int tc;            /* every rank's GPU has 16-bit tensor-core mma (sm_80 on): the fused GEMV's tiles are cmx_gemv_tc's */
+	int tuned;         /* every rank has the same forms from its tuning table (cmx_cfg.ops_tuned): auto takes them */
 	struct symm *symm; /* the communicator's symmetric memory (collmux_symm_alloc) */
 	uint32_t symm_made; /* regions made so far: each one's number, the same on every rank */
 	void *side;        /* collmux's own stream, for the flags of a refused call */
@@ -137,7 +138,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		me.room = ops_made < OPS_MAX;
 		pthread_mutex_unlock(&ops_mu);
 		me.algo = cmx_cfg.ops_algo;
-		me.tuned = cmx_cfg.ops_tuned_hash;
+		me.tuned = cmx_cfg.ops_tuned_n ? cmx_cfg.ops_tuned_hash : 0;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
 			cmx_fused_kernel("cmx_ring", NULL) && cmx_fused_here(c, &me.at, &me.arch);
@@ -153,8 +154,9 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				free(all);
 				return args ? "some rank passed buffers that are not in device memory" : not_device;
 			}
-		int sms = INT_MAX, cublas = 1, tc = 1;
+		int sms = INT_MAX, cublas = 1, tc = 1, tuned = me.tuned != 0;
 		for (int p = 0; p < c->size && !why; p++) {
+			tuned &= all[p].tuned == me.tuned;
 			sms = all[p].sms < sms ? all[p].sms : sms; /* the tiles' shape must be the same on every rank */
 			cublas &= all[p].cublas;
 			tc &= all[p].arch >= 80;
@@ -165,8 +167,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				why = "some rank made as many ops workspaces as a process may (16)";
 			else if (all[p].algo != all[0].algo)
 				why = "the ranks' COLLMUX_OPS_ALGO differ";
-			else if (all[p].tuned != all[0].tuned)
-				why = "the ranks' tuning tables pick the operations' forms differently";
+
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
@@ -193,7 +194,9 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			c->ops_state = -1;
 			return why;
 		}
-		o->sms = sms, o->cublas = cublas, o->tc = tc, o->mps = mps, o->mates = mates;
+		o->sms = sms, o->cublas = cublas, o->tc = tc, o->tuned = tuned, o->mps = mps, o->mates = mates;
+		if (me.tuned && !tuned)
+			cmx_log(1, "the ranks' tuning tables choose the fused operations' forms differently: the built-in choice holds");
 		c->ops = o;
 		pthread_mutex_lock(&ops_mu);
 		ops_made++;
@@ -456,9 +459,10 @@ static uint32_t digest(int op, const int64_t *v, int n)
  * unfused form, which programs write by hand). */
 enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
 
-/* COLLMUX_OPS_ALGO=auto: the tuning table's form for the shape, where
- * collmux tune --ops measured it (the ranks agree on those at set-up),
- * else, from 2 x H200 (docs/results/gpu-2026-11-30-fusedops):
+/* COLLMUX_OPS_ALGO=auto: the tuning table's form for the communicator's
+ * ranks and the shape, where collmux tune --ops measured it and every rank
+ * has the same forms (agreed at set-up), else, from 2 x H200
+ * (docs/results/gpu-2026-11-30-fusedops):
  * at batch 1 cuBLAS + collmux's sum is 1.01-1.23x cuBLAS + NCCL (it needs
  * no copy and no NCCL launch), at batch 4 0.96-0.99x and at 16 down to
  * 0.60x (cuBLAS is slower with fp32 outputs), so NCCL's form past batch 1.
@@ -467,13 +471,13 @@ enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
  * tensor cores (session 17, one H200, one rank) it is 0.65-0.84x cuBLAS's
  * GEMV alone at every batch: auto does not take it yet (its two-GPU
  * figures are to come). */
-static int gemv_form(int batch, int m)
+static int gemv_form(const cmx_comm *c, int batch, int m)
 {
 	if (cmx_cfg.ops_algo)
 		return cmx_cfg.ops_algo;
-	for (int i = 0; i < cmx_cfg.ops_tuned_n; i++) { /* collmux tune --ops: what this machine measured fastest */
+	for (int i = 0; c->ops && c->ops->tuned && i < cmx_cfg.ops_tuned_n; i++) { /* collmux tune --ops: this machine's fastest */
 		const __typeof__(cmx_cfg.ops_tuned[0]) *t = &cmx_cfg.ops_tuned[i];
-		if (t->batch_lo <= batch && batch <= t->batch_hi && t->lo <= (uint64_t)m && (uint64_t)m <= t->hi)
+		if (t->ranks == c->size && t->batch_lo <= batch && batch <= t->batch_hi && t->lo <= (uint64_t)m && (uint64_t)m <= t->hi)
 			return t->form;
 	}
 	return batch == 1 ? GEMV_SUM : GEMV_NCCL;
@@ -485,7 +489,7 @@ static int gemv_form(int batch, int m)
  * *why when none can. */
 static int gemv_form_for(cmx_comm *c, int batch, int m, const void *buf, const char **why)
 {
-	int form = gemv_form(batch, m);
+	int form = gemv_form(c, batch, m);
 	if (form == GEMV_NCCL && !cmx_nccl_ready(c, buf)) {
 		if (cmx_cfg.ops_algo)
 			return *why = "COLLMUX_OPS_ALGO=nccl, and NCCL cannot serve this communicator", 0;
@@ -527,7 +531,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	segs_most = segs_most < (uint64_t)(32 / batch) ? segs_most : (uint64_t)(32 / batch);
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * segs_most;
 	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
-		  gemv_form(batch, m) == GEMV_NCCL))
+		  gemv_form(c, batch, m) == GEMV_NCCL))
 		return -1;
 	struct cmx_ops *o = c->ops;
 	const char *why = NULL;

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,19 +16,29 @@ import (
 // (COLLMUX_OPS_ALGO's values past auto, in their order).
 var OpsForms = []string{"fused", "cublas", "nccl"}
 
-// OpsSample is one form of a fused operation timed at one shape
-// (bench/fusedops.c: the GEMV + all-reduce of m rows at a batch).
+// OpsSample is one form of a fused operation timed at one shape on a
+// number of ranks (bench/fusedops.c: the GEMV + all-reduce of m rows at a
+// batch).
 type OpsSample struct {
 	Op     string  `json:"op"`
+	Ranks  int     `json:"ranks"`
 	M      uint64  `json:"m"`
 	Batch  int     `json:"batch"`
 	Form   string  `json:"form"`
 	Micros float64 `json:"us"`
 }
 
+// OpsTolerance is how far (relative to the largest value) a form's result
+// may be from the unfused baseline's for its time to count: the forms
+// round partials differently, but one that is further off did not compute
+// the operation.
+const OpsTolerance = 2e-2
+
 // ReadOpsCSV reads bench/fusedops.c's output (op, m, k, batch, ranks,
-// contender, us, ...); formOf names the form a contender column measured
-// ("" skips it).
+// contender, us, speedup, max_rel_diff); formOf names the form a
+// contender column measured ("" skips it). Operations other than
+// gemv_allreduce are skipped, a batch past MaxOpsBatch or a result off by
+// more than OpsTolerance is an error.
 func ReadOpsCSV(r io.Reader, formOf func(contender string) string) ([]OpsSample, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
@@ -40,20 +51,26 @@ func ReadOpsCSV(r io.Reader, formOf func(contender string) string) ([]OpsSample,
 		if rec[0] == "op" { // a header, also where runs were appended
 			continue
 		}
-		if len(rec) < 7 {
-			return nil, fmt.Errorf("line %d: want op,m,k,batch,ranks,contender,us", i+1)
+		if len(rec) < 9 {
+			return nil, fmt.Errorf("line %d: want op,m,k,batch,ranks,contender,us,speedup_vs_a,max_rel_diff_vs_a", i+1)
 		}
 		f := formOf(rec[5])
-		if f == "" {
+		if f == "" || rec[0] != "gemv_allreduce" {
 			continue
 		}
 		m, err1 := strconv.ParseUint(rec[1], 10, 64)
 		b, err2 := strconv.Atoi(rec[3])
-		us, err3 := strconv.ParseFloat(rec[6], 64)
-		if err1 != nil || err2 != nil || err3 != nil || b < 1 {
+		n, err3 := strconv.Atoi(rec[4])
+		us, err4 := strconv.ParseFloat(rec[6], 64)
+		diff, err5 := strconv.ParseFloat(rec[8], 64)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil || b < 1 || b > MaxOpsBatch || n < 1 || !(us > 0) {
 			return nil, fmt.Errorf("line %d: bad number in %v", i+1, rec)
 		}
-		out = append(out, OpsSample{rec[0], m, b, f, us})
+		if !(diff <= OpsTolerance) {
+			return nil, fmt.Errorf("line %d: the form's result is %.2e from the baseline's (more than %.0e): it did not compute the operation", i+1,
+				diff, OpsTolerance)
+		}
+		out = append(out, OpsSample{rec[0], n, m, b, f, us})
 	}
 	return out, nil
 }
@@ -67,10 +84,12 @@ func FormOf(contender string) string {
 	return ""
 }
 
-// OpsRange is a chosen form of operation Op for batches BatchLo to
-// BatchHi and m from Lo to Hi (MaxUint64: no limit).
+// OpsRange is a chosen form of operation Op on communicators of Ranks
+// ranks, for batches BatchLo to BatchHi and m from Lo to Hi (MaxUint64:
+// no limit).
 type OpsRange struct {
 	Op      string `json:"op"`
+	Ranks   int    `json:"ranks"`
 	BatchLo int    `json:"batch_lo"`
 	BatchHi int    `json:"batch_hi"`
 	Lo      uint64 `json:"lo"`
@@ -81,20 +100,22 @@ type OpsRange struct {
 // MaxOpsBatch is the largest batch the GEMV + all-reduce takes.
 const MaxOpsBatch = 16
 
-// ChooseOps picks a form per operation, batch and range of m, as Choose
-// picks backends by size (the fastest, the previous m's choice kept
-// within margin). A measured batch's choice holds up to the next measured
-// batch (the last, up to MaxOpsBatch).
+// ChooseOps picks a form per operation, ranks, batch and range of m, as
+// Choose picks backends by size (the fastest, the previous m's choice kept
+// within margin; a choice covers the m past the previous measured one up
+// to its own, the last all past it). A measured batch's choice holds from
+// it up to the next measured batch (the last, up to MaxOpsBatch).
 func ChooseOps(samples []OpsSample, margin float64) []OpsRange {
 	type opBatch struct {
-		op    string
-		batch int
+		op           string
+		ranks, batch int
 	}
 	by := map[opBatch]map[uint64]map[string]float64{}
-	for _, s := range merge(samples, func(s OpsSample) point { return point{s.Op + "/" + strconv.Itoa(s.Batch), s.Form, s.M} },
-		func(string, string, uint64) bool { return true },
+	for _, s := range merge(samples, func(s OpsSample) point {
+		return point{fmt.Sprintf("%s/%d/%d", s.Op, s.Ranks, s.Batch), s.Form, s.M}
+	}, func(string, string, uint64) bool { return true },
 		func(o *OpsSample, s OpsSample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) }) {
-		k := opBatch{s.Op, s.Batch}
+		k := opBatch{s.Op, s.Ranks, s.Batch}
 		if by[k] == nil {
 			by[k] = map[uint64]map[string]float64{}
 		}
@@ -107,16 +128,19 @@ func ChooseOps(samples []OpsSample, margin float64) []OpsRange {
 		if x.op != y.op {
 			return strings.Compare(x.op, y.op)
 		}
+		if x.ranks != y.ranks {
+			return x.ranks - y.ranks
+		}
 		return x.batch - y.batch
 	})
 	var out []OpsRange
 	for i, k := range keys {
 		hi := MaxOpsBatch
-		if i+1 < len(keys) && keys[i+1].op == k.op {
+		if i+1 < len(keys) && keys[i+1].op == k.op && keys[i+1].ranks == k.ranks {
 			hi = keys[i+1].batch - 1
 		}
 		for _, r := range rangesOf(k.op, by[k], "", fastest(margin)) {
-			out = append(out, OpsRange{k.op, k.batch, hi, r.Lo, r.Hi, r.Backend})
+			out = append(out, OpsRange{k.op, k.ranks, k.batch, hi, r.Lo, r.Hi, r.Backend})
 		}
 	}
 	return out

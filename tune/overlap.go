@@ -61,7 +61,7 @@ func ReadOverlapCSV(r io.Reader, backendOf func(path string) string) ([]OverlapS
 				f[j], err = strconv.ParseFloat(rec[col], 64)
 			}
 		}
-		if err != nil {
+		if err != nil || slices.ContainsFunc(f[:], math.IsNaN) {
 			return nil, fmt.Errorf("line %d: bad number in %v", i+1, rec)
 		}
 		s := OverlapSample{rec[0], b, n, f[0], f[1], f[2], f[3]}

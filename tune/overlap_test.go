@@ -81,7 +81,7 @@ func TestChooseOverlapFromRecordedH200(t *testing.T) {
 }
 
 func TestReadOverlapCSVErrors(t *testing.T) {
-	for _, in := range []string{"allgather,copy,8,0,1,1,x,1,1,1,1,0,0\n", "allgather,copy,8,0\n"} {
+	for _, in := range []string{"allgather,copy,8,0,1,1,x,1,1,1,1,0,0\n", "allgather,copy,8,0\n", "allgather,copy,8,0,1,1,NaN,1,1,1,1,0,0\n"} {
 		if _, err := ReadOverlapCSV(strings.NewReader(in), func(p string) string { return p }); err == nil {
 			t.Errorf("%q accepted", in)
 		}

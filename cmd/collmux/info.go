@@ -119,7 +119,7 @@ func writeRules(w io.Writer, cfg dispatch.Config, getenv func(string) string) er
 		if r.Hi != math.MaxUint64 {
 			hi = fmt.Sprint(r.Hi)
 		}
-		fmt.Fprintf(w, "  %s, batch %d-%d, m %d-%s: %s\n", r.Op, r.BatchLo, r.BatchHi, r.Lo, hi, r.Form)
+		fmt.Fprintf(w, "  %s, %d ranks, batch %d-%d, m %d-%s: %s\n", r.Op, r.Ranks, r.BatchLo, r.BatchHi, r.Lo, hi, r.Form)
 	}
 	return nil
 }

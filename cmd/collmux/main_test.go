@@ -149,8 +149,8 @@ func TestTuneOpsFromRecorded(t *testing.T) {
 	if len(tab.OpsSamples) != 36 || len(tab.Ops) != 3 {
 		t.Fatalf("%d samples, forms %+v", len(tab.OpsSamples), tab.Ops)
 	}
-	for i, want := range []tune.OpsRange{{Op: "gemv_allreduce", BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", BatchLo: 4, BatchHi: 15, Lo: 0, Hi: math.MaxUint64, Form: "nccl"},
-		{Op: "gemv_allreduce", BatchLo: 16, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}} {
+	for i, want := range []tune.OpsRange{{Op: "gemv_allreduce", Ranks: 2, BatchLo: 1, BatchHi: 3, Lo: 0, Hi: math.MaxUint64, Form: "cublas"}, {Op: "gemv_allreduce", Ranks: 2, BatchLo: 4, BatchHi: 15, Lo: 0, Hi: math.MaxUint64, Form: "nccl"},
+		{Op: "gemv_allreduce", Ranks: 2, BatchLo: 16, BatchHi: 16, Lo: 0, Hi: math.MaxUint64, Form: "nccl"}} {
 		if tab.Ops[i] != want {
 			t.Errorf("form %d: %+v, want %+v", i, tab.Ops[i], want)
 		}
@@ -162,7 +162,7 @@ func TestTuneOpsFromRecorded(t *testing.T) {
 	t.Setenv("COLLMUX_TUNING", table)
 	out := execute(t, "info")
 	if !strings.Contains(out, "Forms of the fused operations from the tuning table") ||
-		!strings.Contains(out, "  gemv_allreduce, batch 1-3, m 0-inf: cublas\n") || !strings.Contains(out, "batch 4-15, m 0-inf: nccl") {
+		!strings.Contains(out, "  gemv_allreduce, 2 ranks, batch 1-3, m 0-inf: cublas\n") || !strings.Contains(out, "batch 4-15, m 0-inf: nccl") {
 		t.Errorf("collmux info:\n%s", out)
 	}
 }

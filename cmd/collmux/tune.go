@@ -206,11 +206,12 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 		if len(t.OpsSamples) == 0 {
 			return fmt.Errorf("no times of the fused operations' forms")
 		}
-		if t.Ops = tune.ChooseOps(t.OpsSamples, o.margin); len(t.Ops) > dispatch.MaxOpsRanges {
-			return fmt.Errorf("%d forms of the fused operations chosen, more than a table may hold (%d): time fewer shapes", len(t.Ops), dispatch.MaxOpsRanges)
+		t.Ops = tune.ChooseOps(t.OpsSamples, o.margin)
+		if err := dispatch.CheckOps("the forms chosen", t.Ops); err != nil { // what the library would refuse to start with
+			return err
 		}
 		for _, r := range t.Ops {
-			fmt.Fprintf(cmd.OutOrStdout(), "   %s batch %d-%d, m from %d: %s\n", r.Op, r.BatchLo, r.BatchHi, r.Lo, r.Form)
+			fmt.Fprintf(cmd.OutOrStdout(), "   %s, %d ranks, batch %d-%d, m from %d: %s\n", r.Op, r.Ranks, r.BatchLo, r.BatchHi, r.Lo, r.Form)
 		}
 	}
 	if _, err := dispatch.ParseRules(t.RuleString(), "tune"); err != nil {

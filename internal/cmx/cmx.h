@@ -254,10 +254,11 @@ typedef struct {
 	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
 	int ops_algo;   /* COLLMUX_OPS_ALGO: 0 auto, else a form of fused/ops.c (1 fused, 2 cuBLAS + sum, 3 cuBLAS + NCCL) */
 	/* the tuning table's forms of collmux_gemv_allreduce, which auto
-	 * takes: batches batch_lo to batch_hi and m from lo to hi compute in
-	 * form (as ops_algo numbers them); the first that holds a call wins */
+	 * takes: on communicators of `ranks` ranks, batches batch_lo to
+	 * batch_hi and m from lo to hi compute in form (as ops_algo numbers
+	 * them); the first that holds a call wins */
 	struct {
-		int batch_lo, batch_hi, form;
+		int ranks, batch_lo, batch_hi, form;
 		uint64_t lo, hi;
 	} ops_tuned[CMX_OPS_TUNED];
 	int ops_tuned_n;
