@@ -169,15 +169,18 @@ func warnf(format string, args ...any) {
 	}
 }
 
-// LockWait is how long Load waits for the compile lock (NVRTC takes about
-// a minute in the rank that holds it) before compiling for itself: a rank
-// stuck while holding it, or a lock held by someone else, must not stall
-// the job. A variable for tests.
-var LockWait = 2 * time.Minute
+// LockWait is how long Load waits for the compile lock before compiling
+// for itself: a rank stuck while holding it must not stall the job
+// forever (one that dies drops it: flock). NVRTC took 38-77 s on the H200
+// machine as the module grew, and past two minutes once there
+// (docs/results/gpu-2026-12-01-session17): a wait as short as the compile
+// had every waiting rank start its own just as the first finished, each
+// slower for the others and as large in memory. A variable for tests.
+var LockWait = 10 * time.Minute
 
 // Load returns the cached image for key, or compiles it with compile and
 // caches it. The ranks of a node start together and would all compile at
-// once (NVRTC takes about a minute here, and memory, in every rank): the
+// once (NVRTC takes a minute or two here, and memory, in every rank): the
 // first takes a lock file beside the image and compiles, and the others
 // wait for it and read what it wrote.
 //
