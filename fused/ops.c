@@ -475,11 +475,10 @@ static int gemv_form(const cmx_comm *c, int batch, int m)
 {
 	if (cmx_cfg.ops_algo)
 		return cmx_cfg.ops_algo;
-	for (int i = 0; c->ops && c->ops->tuned && i < cmx_cfg.ops_tuned_n; i++) { /* collmux tune --ops: this machine's fastest */
-		const __typeof__(cmx_cfg.ops_tuned[0]) *t = &cmx_cfg.ops_tuned[i];
-		if (t->ranks == c->size && t->batch_lo <= batch && batch <= t->batch_hi && t->lo <= (uint64_t)m && (uint64_t)m <= t->hi)
-			return t->form;
-	}
+	/* collmux tune --ops: this machine's fastest */
+	const int tuned = c->ops && c->ops->tuned ? cmx_ops_tuned_form(cmx_cfg.ops_tuned, cmx_cfg.ops_tuned_n, c->size, batch, m) : 0;
+	if (tuned)
+		return tuned;
 	return batch == 1 ? GEMV_SUM : GEMV_NCCL;
 }
 
@@ -524,11 +523,8 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	if (m == 0) /* every rank passes the same m */
 		return bad ? fail(fn, c, bad) : 0;
 	/* room for the partials of every form (the nccl form uses none), the
-	 * tensor-core GEMV's in up to segs_most segments of k (below) */
-	const uint64_t tc_tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
-	uint64_t segs_most = dtype == COLLMUX_FLOAT32 || batch == 1 ? 1 : 6; /* want below is at most 6 where there are segments */
-	segs_most = segs_most < CMX_OPS_TILES / tc_tiles ? segs_most : CMX_OPS_TILES / tc_tiles;
-	segs_most = segs_most < (uint64_t)(32 / batch) ? segs_most : (uint64_t)(32 / batch);
+	 * tensor-core GEMV's in up to segs_most segments of k (plan.c) */
+	const uint64_t segs_most = cmx_gemv_segs_most(dtype == COLLMUX_FLOAT32, batch, m);
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * segs_most;
 	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
 		  gemv_form(c, batch, m) == GEMV_NCCL))
@@ -556,28 +552,18 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused, 1}; /* SumTo in ops.cu */
 	void *fsum = typed_kernel("cmx_ops_sum", dtype, 0, &sum_k[dtype]);
 	if (fused) {
-		/* the batch rounded up to a kernel's; the rows a warp computes:
-		 * as many as leave two tiles for each multiprocessor. 16-bit
-		 * types on tensor cores where every rank has them, in tiles of
-		 * CMX_OPS_TC_ROWS; where there are 3 tiles a multiprocessor or
-		 * more (several waves), k cut into as many segments as make 16
-		 * units a multiprocessor, the last wave's idle share small (at
-		 * most segs_most: the partials, and the sum's reads, grow with
-		 * them). Measured on one H200 (docs/results/gpu-2026-12-01-
-		 * session17, one rank): at batch 4 and 16 the tensor cores take
-		 * 0.07-0.4x the CUDA-core loop's time; at batch 1 0.7-0.8x below
-		 * 3 tiles a multiprocessor (where segments cost more than they
-		 * save), but 1.05x past it, where the loop stays */
+		/* the kernel and its segments of k (plan.c: 16-bit types on
+		 * tensor cores where every rank has them); for the loop, the
+		 * batch rounded up to a kernel's and the rows a warp computes:
+		 * as many as leave two tiles for each multiprocessor */
 		int nbi = 0, rw = CMX_OPS_RW;
-		const int many = tc_tiles >= 3 * (uint64_t)o->sms, tc = o->tc && dtype != COLLMUX_FLOAT32 && !(batch == 1 && many);
+		const int tc = cmx_gemv_plan(o->tc, dtype == COLLMUX_FLOAT32, batch, m, o->sms, segs_most, &S.segs);
 		while ((1 << nbi) < batch)
 			nbi++;
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)
 			rw /= 2;
 		f = tc ? typed_kernel("cmx_gemv_tc", dtype, batch > 8 ? 16 : 8, &tc_k[dtype][batch > 8])
 		       : typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
-		const uint64_t want = (16 * (uint64_t)o->sms + tc_tiles - 1) / tc_tiles;
-		S.segs = tc && many ? (int)(want < segs_most ? want : segs_most) : 1;
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0, S.segs};
 		S.rows = tc ? CMX_OPS_TC_ROWS : 8 * rw;

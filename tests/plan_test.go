@@ -197,3 +197,59 @@ func TestFusedPlacement(t *testing.T) {
 		}
 	}
 }
+
+// collmux_gemv_allreduce's fused kernel (fused/plan.c), from what every rank
+// agrees on: the tensor cores for 16-bit types where every rank has them,
+// with k in segments where there are 3 tiles of 32 rows a multiprocessor
+// or more (132 multiprocessors: from 12 672 rows), the CUDA-core loop for
+// fp32, where they are missing, and at batch 1 past that bound (measured
+// faster there). No GPU needed.
+func TestGemvPlan(t *testing.T) {
+	cases := []planCase{
+		{"gemv 4096 1 132 1 0", "tc 1 1"},
+		{"gemv 8192 16 132 1 0", "tc 1 2"},   // 256 tiles: one wave, no segments
+		{"gemv 12640 4 132 1 0", "tc 1 6"},   // 395 tiles: just below 3 a multiprocessor
+		{"gemv 12672 4 132 1 0", "tc 6 6"},   // 396: segments, 16 units a multiprocessor
+		{"gemv 16384 4 132 1 0", "tc 5 6"},   // 512 tiles: 5 segments
+		{"gemv 28672 16 132 1 0", "tc 2 2"},  // 896 tiles want 3, at most 32 / 16 partials a row
+		{"gemv 16384 1 132 1 0", "loop 1 1"}, // batch 1 past the bound: the loop
+		{"gemv 4096 4 132 0 0", "loop 1 6"},  // no tensor cores on some rank
+		{"gemv 4096 4 132 1 1", "loop 1 1"},  // fp32
+		{"gemv 131072 8 132 1 0", "tc 1 1"},  // 4096 tiles: the flags hold no more units
+	}
+	planAnswers(t, cases)
+}
+
+// The tuning table's forms (collmux tune --ops): the first entry for the
+// communicator's ranks whose batches and rows hold the call, else none.
+func TestOpsTunedForm(t *testing.T) {
+	table := " | 2:1-3:0-8192:2 2:1-3:8193-18446744073709551615:1 2:4-16:0-18446744073709551615:3 8:1-16:0-18446744073709551615:1"
+	cases := []planCase{
+		{"tuned 2 1 4096" + table, "2"},
+		{"tuned 2 3 8192" + table, "2"},
+		{"tuned 2 1 8193" + table, "1"},
+		{"tuned 2 4 100" + table, "3"},
+		{"tuned 2 16 1" + table, "3"},
+		{"tuned 8 5 5" + table, "1"},
+		{"tuned 4 1 4096" + table, "0"}, // no entry for 4 ranks: the built-in choice
+		{"tuned 2 1 4096 |", "0"},       // no table
+	}
+	planAnswers(t, cases)
+}
+
+// planCase is a line for plantest and the answer it must give.
+type planCase struct{ in, want string }
+
+// planAnswers runs plantest on the cases' lines and checks each answer.
+func planAnswers(t *testing.T, cases []planCase) {
+	t.Helper()
+	lines := make([]string, len(cases))
+	for i, c := range cases {
+		lines[i] = c.in
+	}
+	for i, got := range plantest(t, lines) {
+		if got != cases[i].want {
+			t.Errorf("%s: %s, want %s", cases[i].in, got, cases[i].want)
+		}
+	}
+}

@@ -241,6 +241,13 @@ int cmx_op_info(cmx_h op);
 
 /* ---- configuration, set once by Go at initialisation ---- */
 #define CMX_OPS_TUNED 64 /* forms of the fused operations a tuning table may hold (dispatch.MaxOpsRanges) */
+/* A tuning table's form of collmux_gemv_allreduce: on communicators of
+ * `ranks` ranks, batches batch_lo to batch_hi and m from lo to hi compute
+ * in form (as COLLMUX_OPS_ALGO numbers them). */
+typedef struct {
+	int ranks, batch_lo, batch_hi, form;
+	uint64_t lo, hi;
+} cmx_ops_pick;
 typedef struct {
 	int disable; /* COLLMUX_DISABLE: pure forwarder */
 	int stats;   /* COLLMUX_STATS set */
@@ -253,14 +260,7 @@ typedef struct {
 	int order_default_stream; /* COLLMUX_STREAM_ORDER=default: device calls wait for the legacy default stream */
 	int fused_algo; /* COLLMUX_FUSED_ALGO: how the fused kernels all-reduce, CMX_ALGO_* */
 	int ops_algo;   /* COLLMUX_OPS_ALGO: 0 auto, else a form of fused/ops.c (1 fused, 2 cuBLAS + sum, 3 cuBLAS + NCCL) */
-	/* the tuning table's forms of collmux_gemv_allreduce, which auto
-	 * takes: on communicators of `ranks` ranks, batches batch_lo to
-	 * batch_hi and m from lo to hi compute in form (as ops_algo numbers
-	 * them); the first that holds a call wins */
-	struct {
-		int ranks, batch_lo, batch_hi, form;
-		uint64_t lo, hi;
-	} ops_tuned[CMX_OPS_TUNED];
+	cmx_ops_pick ops_tuned[CMX_OPS_TUNED]; /* the tuning table's forms of collmux_gemv_allreduce, which auto takes */
 	int ops_tuned_n;
 	uint32_t ops_tuned_hash; /* identifies them: a communicator's ranks must have the same (fused/ops.c) */
 	uint32_t rules_hash; /* identifies the rule set; every rank must have the same */

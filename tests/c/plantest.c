@@ -13,6 +13,12 @@
  *   seq S                        the job numbers after and before S: "NEXT PREV".
  *   place HOST:BUS:MPS ...       each rank's place (MPS 0 or 1): "ok", or why
  *                                the ranks cannot share workspaces.
+ *   gemv M BATCH SMS TC F32      collmux_gemv_allreduce's fused kernel (TC,
+ *                                F32: 0 or 1): "tc SEGS" or "loop 1", and
+ *                                the most segments the workspace holds.
+ *   tuned RANKS BATCH M | R:BLO-BHI:LO-HI:FORM ...
+ *                                the form a tuning table's entries give a
+ *                                call, or 0.
  */
 #include <stdio.h>
 #include <string.h>
@@ -104,6 +110,35 @@ static int place(char *line)
 	return 1;
 }
 
+static int gemv(const char *line)
+{
+	int m, batch, sms, tc, f32, segs;
+	if (sscanf(line, "%d %d %d %d %d", &m, &batch, &sms, &tc, &f32) != 5)
+		return 0;
+	const uint64_t most = cmx_gemv_segs_most(f32, batch, m);
+	const int k = cmx_gemv_plan(tc, f32, batch, m, sms, most, &segs);
+	printf("%s %d %llu\n", k ? "tc" : "loop", segs, (unsigned long long)most);
+	return 1;
+}
+
+static int tuned(char *line)
+{
+	static cmx_ops_pick t[CMX_OPS_TUNED];
+	int ranks, batch, m, n = 0;
+	char *rest = strchr(line, '|');
+	if (!rest || sscanf(line, "%d %d %d", &ranks, &batch, &m) != 3)
+		return 0;
+	for (char *save, *w = strtok_r(rest + 1, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), n++) {
+		unsigned long long lo, hi;
+		if (n == CMX_OPS_TUNED ||
+		    sscanf(w, "%d:%d-%d:%llu-%llu:%d", &t[n].ranks, &t[n].batch_lo, &t[n].batch_hi, &lo, &hi, &t[n].form) != 6)
+			return 0;
+		t[n].lo = lo, t[n].hi = hi;
+	}
+	printf("%d\n", cmx_ops_tuned_form(t, n, ranks, batch, m));
+	return 1;
+}
+
 int main(void)
 {
 	char line[4096];
@@ -117,6 +152,10 @@ int main(void)
 			ok = seq(line + 4);
 		else if (strncmp(line, "place ", 6) == 0)
 			ok = place(line + 6);
+		else if (strncmp(line, "gemv ", 5) == 0)
+			ok = gemv(line + 5);
+		else if (strncmp(line, "tuned ", 6) == 0)
+			ok = tuned(line + 6);
 		if (!ok) {
 			fprintf(stderr, "plantest: bad line: %s", line);
 			return 2;
