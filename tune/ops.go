@@ -110,10 +110,14 @@ func ChooseOps(samples []OpsSample, margin float64) []OpsRange {
 		op           string
 		ranks, batch int
 	}
+	type shape struct {
+		opBatch
+		form string
+		m    uint64
+	}
 	by := map[opBatch]map[uint64]map[string]float64{}
-	for _, s := range merge(samples, func(s OpsSample) point {
-		return point{fmt.Sprintf("%s/%d/%d", s.Op, s.Ranks, s.Batch), s.Form, s.M}
-	}, func(string, string, uint64) bool { return true },
+	for _, s := range merge(samples, func(s OpsSample) shape { return shape{opBatch{s.Op, s.Ranks, s.Batch}, s.Form, s.M} },
+		func(shape) bool { return true },
 		func(o *OpsSample, s OpsSample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) }) {
 		k := opBatch{s.Op, s.Ranks, s.Batch}
 		if by[k] == nil {

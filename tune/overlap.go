@@ -85,7 +85,8 @@ func ReadOverlapCSV(r io.Reader, backendOf func(path string) string) ([]OverlapS
 // cannot run the collective at that size (forcing it measures its
 // fallback instead): can, as Merge's.
 func MergeOverlap(samples []OverlapSample, can func(b, c string, n uint64) bool) []OverlapSample {
-	return merge(samples, func(s OverlapSample) point { return point{s.Coll, s.Backend, s.Bytes} }, can,
+	return merge(samples, func(s OverlapSample) point { return point{s.Coll, s.Backend, s.Bytes} },
+		func(k point) bool { return can(k.b, k.c, k.n) },
 		func(o *OverlapSample, s OverlapSample, w float64) {
 			avg := func(a *float64, v float64) { *a = (*a*w + v) / (w + 1) }
 			avg(&o.GEMMSlowdown, s.GEMMSlowdown)

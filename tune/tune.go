@@ -65,7 +65,8 @@ func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) 
 // run the collective at that size (forcing it measures its fallback
 // instead). can reports whether backend b serves collective c of n bytes.
 func Merge(samples []Sample, can func(b, c string, n uint64) bool) []Sample {
-	return merge(samples, func(s Sample) point { return point{s.Coll, s.Backend, s.Bytes} }, can,
+	return merge(samples, func(s Sample) point { return point{s.Coll, s.Backend, s.Bytes} },
+		func(k point) bool { return can(k.b, k.c, k.n) },
 		func(o *Sample, s Sample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) })
 }
 
@@ -75,15 +76,15 @@ type point struct {
 	n    uint64
 }
 
-// merge keeps one sample per point, in the order they first come, those
-// of a point can refuses left out; blend folds a repeated one into the
-// average of the w before it.
-func merge[S any](samples []S, at func(S) point, can func(b, c string, n uint64) bool, blend func(avg *S, s S, w float64)) []S {
-	idx, cnt := map[point]int{}, map[point]float64{}
+// merge keeps one sample per key, in the order they first come, those of
+// a key keep refuses left out; blend folds a repeated one into the average
+// of the w before it.
+func merge[S any, K comparable](samples []S, key func(S) K, keep func(K) bool, blend func(avg *S, s S, w float64)) []S {
+	idx, cnt := map[K]int{}, map[K]float64{}
 	var out []S
 	for _, s := range samples {
-		k := at(s)
-		if !can(k.b, k.c, k.n) {
+		k := key(s)
+		if !keep(k) {
 			continue
 		}
 		if i, ok := idx[k]; ok {

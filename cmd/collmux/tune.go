@@ -146,23 +146,23 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	} else {
 		s, err := measure(cmd, o, nil)
 		if err == errDryRun {
-			if o.overlap && len(o.overlapCSV) == 0 {
-				_, err = measureOverlap(cmd, o) // its command lines
+			if o.overlap && len(o.overlapCSV) == 0 { // their command lines too
+				if _, err = measureOverlap(cmd, o); err != errDryRun {
+					return err
+				}
 			}
-			if o.ops && len(o.opsCSV) == 0 && (err == nil || err == errDryRun) {
+			if o.ops && len(o.opsCSV) == 0 {
 				_, err = measureOps(cmd, o)
 			}
-			if err == errDryRun {
-				err = nil
-			}
-			return err
+			return unlessDry(err)
 		}
 		if err != nil {
 			return err
 		}
 		samples = s
 	}
-	samples = tune.Merge(samples, func(b, c string, n uint64) bool { return serves(b, c, n, max(o.np, 1)) })
+	serves := servesOn(max(o.np, 1))
+	samples = tune.Merge(samples, serves)
 	if len(samples) == 0 {
 		return fmt.Errorf("no measurements")
 	}
@@ -170,19 +170,11 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	t := tune.Table{Version: tune.TableVersion, Date: time.Now().UTC(), GPUKey: m.GPUKey, Fingerprint: m.Fingerprint,
 		Margin: o.margin, Rules: tune.Rules(ranges, ""), Ranges: ranges, Samples: samples}
 	if o.overlap || len(o.overlapCSV) > 0 {
-		var err error
-		if len(o.overlapCSV) > 0 {
-			t.OverlapSamples, err = readCSVs(o.overlapCSV, overlapCSV)
-		} else {
-			t.OverlapSamples, err = measureOverlap(cmd, o)
-		}
-		if err == errDryRun {
-			return nil
-		}
+		s, err := samplesOf(o.overlapCSV, overlapCSV, func() ([]tune.OverlapSample, error) { return measureOverlap(cmd, o) })
 		if err != nil {
-			return err
+			return unlessDry(err)
 		}
-		t.OverlapSamples = tune.MergeOverlap(t.OverlapSamples, func(b, c string, n uint64) bool { return serves(b, c, n, max(o.np, 1)) })
+		t.OverlapSamples = tune.MergeOverlap(s, serves)
 		if len(t.OverlapSamples) == 0 {
 			return fmt.Errorf("no measurements beside the GEMMs")
 		}
@@ -192,16 +184,8 @@ func runTune(cmd *cobra.Command, o tuneOpts) error {
 	}
 	if o.ops || len(o.opsCSV) > 0 {
 		var err error
-		if len(o.opsCSV) > 0 {
-			t.OpsSamples, err = readCSVs(o.opsCSV, opsCSV)
-		} else {
-			t.OpsSamples, err = measureOps(cmd, o)
-		}
-		if err == errDryRun {
-			return nil
-		}
-		if err != nil {
-			return err
+		if t.OpsSamples, err = samplesOf(o.opsCSV, opsCSV, func() ([]tune.OpsSample, error) { return measureOps(cmd, o) }); err != nil {
+			return unlessDry(err)
 		}
 		if len(t.OpsSamples) == 0 {
 			return fmt.Errorf("no times of the fused operations' forms")
@@ -466,6 +450,15 @@ func runBench(c *cobra.Command, o tuneOpts, name string, bin *string, runs []ben
 // command line.
 var errDryRun = errors.New("dry run")
 
+// unlessDry is err, or nil where it is errDryRun (the command lines were
+// what --dry-run asked for).
+func unlessDry(err error) error {
+	if err == errDryRun {
+		return nil
+	}
+	return err
+}
+
 // launcherOf is the launcher that starts the benchmark: --launcher's
 // template, or --mpirun with the flags of its MPI.
 func launcherOf(c *cobra.Command, o tuneOpts) (launcher, error) {
@@ -567,20 +560,31 @@ func overlapCSV(r io.Reader) ([]tune.OverlapSample, error) {
 // opsCSV reads bench/fusedops's CSV: contenders d:<form>.
 func opsCSV(r io.Reader) ([]tune.OpsSample, error) { return tune.ReadOpsCSV(r, tune.FormOf) }
 
-// serves reports whether backend b runs collective c of n bytes on ranks
-// ranks, rather than falling back: the fused kernels as fused.Serves
+// servesOn reports, on ranks ranks, whether backend b runs collective c of
+// n bytes rather than falling back: the fused kernels as fused.Serves
 // says, the copy engines the collectives the built-in rules send them
 // (those that only move data), the others everything.
-func serves(b, c string, n uint64, ranks int) bool {
-	if b != "copy" {
-		return fused.Serves(b, c, n, ranks)
-	}
+func servesOn(ranks int) func(b, c string, n uint64) bool {
+	copies := map[string]bool{}
 	for _, r := range dispatch.DefaultRules() {
-		if r.Backend == dispatch.Copy && r.Coll >= 0 && r.Coll.String() == c {
-			return true
+		if r.Backend == dispatch.Copy && r.Coll >= 0 {
+			copies[r.Coll.String()] = true
 		}
 	}
-	return false
+	return func(b, c string, n uint64) bool {
+		if b == "copy" {
+			return copies[c]
+		}
+		return fused.Serves(b, c, n, ranks)
+	}
+}
+
+// samplesOf reads the recorded runs where files are given, else measures.
+func samplesOf[S any](files []string, read func(io.Reader) ([]S, error), measure func() ([]S, error)) ([]S, error) {
+	if len(files) > 0 {
+		return readCSVs(files, read)
+	}
+	return measure()
 }
 
 // overlapReport prints, per collective and size measured beside the GEMMs,
