@@ -105,10 +105,13 @@ __device__ __forceinline__ bool ops_poll(const OpsCall &O, u32 t, int p)
 	return true;
 }
 
-// Waits until every rank raised its flag for tile t here; false (and the
-// reason in err) when one did not within the timeout or called with
-// another shape: the block then leaves its tile as it is.
-__device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
+// Waits until every rank raised its flags for tiles [t, t + count) here,
+// all polled at once, a thread a flag (the sum of a GEMV cut into
+// segments waits for every segment's), rather than one after another with
+// three barriers each; false (and the reason in err) when one did not
+// within the timeout or called with another shape: the block then leaves
+// its tile as it is.
+__device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t, u32 count = 1)
 {
 	if (O.split) // the same answer in every thread: the await kernel is done
 		return !ld_relaxed(O.gone);
@@ -116,8 +119,9 @@ __device__ __forceinline__ bool ops_wait(const OpsCall &O, u32 t)
 	if (threadIdx.x == 0)
 		bad = 0;
 	__syncthreads();
-	if ((int)threadIdx.x < O.n && !ops_poll(O, t, threadIdx.x))
-		bad = 1;
+	for (u32 i = threadIdx.x; i < count * (u32)O.n; i += blockDim.x)
+		if (!ops_poll(O, t + i / O.n, i % O.n))
+			bad = 1;
 	__syncthreads();
 	const bool ok = !bad;
 	__syncthreads(); // every thread has read it before the next tile's wait resets it
@@ -140,9 +144,7 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_await(cons
 	if (A.raise)
 		for (u32 t = A.first; t < A.first + A.tiles; t++)
 			ops_raise(O, t);
-	for (u32 t = A.first; t < A.first + A.tiles; t++)
-		if (!ops_wait(O, t))
-			return;
+	ops_wait(O, A.first, A.tiles);
 }
 
 // Eight consecutive elements as floats. Eight is 16 bytes of a 16-bit
@@ -316,32 +318,49 @@ template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsC
 // cores: at batch 16 the CUDA-core loop is compute-bound.
 #define CMX_TC_U 4     // 32-column steps a warp loads before using them
 
-template <typename T> __device__ __forceinline__ void mma16816(float *d, const u32 *a, u32 b0, u32 b1);
-template <> __device__ __forceinline__ void mma16816<bf16>(float *d, const u32 *a, u32 b0, u32 b1)
-{
+// d += a b on the tensor cores, for T = bf16 or f16 (ty, its PTX name)
 #if __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#define CMX_MMA16816(ty)                                                                                                      \
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ty "." ty ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                             \
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#else
+#define CMX_MMA16816(ty)
 #endif
-}
-template <> __device__ __forceinline__ void mma16816<f16>(float *d, const u32 *a, u32 b0, u32 b1)
+template <typename T> __device__ __forceinline__ void mma16816(float *d, const u32 *a, u32 b0, u32 b1);
+template <> __device__ __forceinline__ void mma16816<bf16>(float *d, const u32 *a, u32 b0, u32 b1) { CMX_MMA16816("bf16"); }
+template <> __device__ __forceinline__ void mma16816<f16>(float *d, const u32 *a, u32 b0, u32 b1) { CMX_MMA16816("f16"); }
+
+// 16 bytes of a matrix read once: past L1, and with L2 fetching the
+// whole 256-byte block around it from memory, the rest of which this and
+// the neighbouring lanes read next. A GEMV streams its matrix; on one
+// H200 this made the kernel alone 7-13 % faster from 64 MiB up (8192 x
+// 8192 bf16: 38.5 -> 34.8 us, cuBLAS 35.5), and 10 % slower where the
+// whole matrix stays in L2 between calls (4096 x 4096), which a real
+// model's layers, each read once a step, do not
+// (docs/results/gpu-2026-12-01-session18).
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
 #if __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	uint4 v;
+	asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "l"(p));
+	return v;
+#else
+	return __ldg((const uint4 *)p);
 #endif
 }
 
 // 8 elements (16 bytes) of row p from column j on, zero past `left`
-// columns or where p is NULL
-template <typename T> __device__ __forceinline__ uint4 ld16(const T *p, bool vec, int left)
+// columns or where p is NULL; STREAM: p is the matrix (ld_stream16), else
+// x, which every block reads
+template <bool STREAM, typename T> __device__ __forceinline__ uint4 ld16(const T *p, bool vec, int left)
 {
 	if (!p || left <= 0)
 		return make_uint4(0, 0, 0, 0);
 	if (vec && left >= 8)
-		return __ldg((const uint4 *)p);
+		return STREAM ? ld_stream16(p) : __ldg((const uint4 *)p);
 	union {
 		uint4 v;
 		unsigned short h[8];
@@ -381,10 +400,10 @@ template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsC
 				const int j = (c0 + u) * 32 + 8 * t4, left = c0 + u < c_hi ? G.k - j : 0;
 #pragma unroll
 				for (int h = 0; h < 2; h++)
-					a[u][h] = ld16(ar[h] ? ar[h] + j : (const T *)NULL, G.vec, left);
+					a[u][h] = ld16<true>(ar[h] ? ar[h] + j : (const T *)NULL, G.vec, left);
 #pragma unroll
 				for (int n = 0; n < NT; n++)
-					x[u][n] = ld16(xr[n] ? xr[n] + j : (const T *)NULL, G.xvec, left);
+					x[u][n] = ld16<false>(xr[n] ? xr[n] + j : (const T *)NULL, G.xvec, left);
 			}
 #pragma unroll
 			for (int u = 0; u < CMX_TC_U; u++)
@@ -443,10 +462,7 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 		for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
 			ops_raise(O, t);
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
-		bool ok = true;
-		for (int s = 0; s < S.segs && ok; s++)
-			ok = ops_wait(O, t * S.segs + s);
-		if (!ok)
+		if (!ops_wait(O, t * S.segs, S.segs))
 			continue;
 		for (int i = threadIdx.x; i < S.rows * S.batch; i += blockDim.x) {
 			const int row = t * S.rows + i % S.rows, b = i / S.rows;

@@ -96,34 +96,37 @@ const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n)
 
 /* The segments of k the tensor-core GEMV may cut a call into, before the
  * GPUs' multiprocessors are known (the workspace holds that many partials
- * a rank): none at batch 1, where the loop takes the shapes that would
- * have them, and for fp32, which has no tensor-core kernel; at most 6
+ * a rank): none for fp32, which has no tensor-core kernel; at most 6
  * (what 16 units a multiprocessor need where there are 3 tiles a
  * multiprocessor or more), 32 / batch partials a row, and the flags'
  * CMX_OPS_TILES units. */
 uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
 {
 	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
-	uint64_t most = f32 || batch == 1 ? 1 : 6;
+	uint64_t most = f32 ? 1 : 6;
 	most = tiles && most > CMX_OPS_TILES / tiles ? CMX_OPS_TILES / tiles : most;
 	return most < (uint64_t)(32 / batch) ? most : (uint64_t)(32 / batch);
 }
 
-/* Measured on one H200 (docs/results/gpu-2026-12-01-session17, one
- * rank): at batch 4 and 16 the tensor cores take 0.07-0.4x the CUDA-core
- * loop's time; at batch 1 0.7-0.8x below 3 tiles a multiprocessor, but
- * 1.05x past it (segments or not), where the loop stays. Where there are
- * 3 tiles a multiprocessor or more (several waves), k is cut into as many
- * segments as make 16 units a multiprocessor, so that the last wave's idle
- * share is small; below, segments cost more than they save. */
-int cmx_gemv_plan(int tc, int f32, int batch, int m, int sms, uint64_t segs_most, int *segs)
+/* Measured on one H200, one rank (docs/results/gpu-2026-12-01-session18):
+ * with its matrix streamed through L2 in 256-byte blocks, the tensor-core
+ * kernel alone takes 0.94-1.0x cuBLAS's GEMV time from 64 MiB of matrix
+ * up at batch 1 and 4, as fast as the CUDA-core loop or faster, so it
+ * serves batch 1 too (the loop had kept batch 1 past 3 tiles a
+ * multiprocessor). Where there are 3 tiles a multiprocessor or more
+ * (several waves), k is cut into as many segments as make 16 units a
+ * multiprocessor: the whole call at 28672 rows took 0.92x cuBLAS's GEMV
+ * time without them and 1.0x with them (batch 1 and 4), at batch 16 the
+ * kernel alone 468 -> 408 us at 28672 and 170 -> 149 at 16384; below 3
+ * tiles a multiprocessor segments cost more than they save. fp32, and
+ * GPUs without the tensor cores' bf16/f16 products, take the loop. */
+int cmx_gemv_plan(int tc, int f32, int m, int sms, uint64_t segs_most, int *segs)
 {
 	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
-	const int many = tiles >= 3 * (uint64_t)sms;
 	*segs = 1;
-	if (!tc || f32 || (batch == 1 && many))
+	if (!tc || f32)
 		return 0;
-	if (many && tiles) {
+	if (tiles >= 3 * (uint64_t)sms) {
 		const uint64_t want = (16 * (uint64_t)sms + tiles - 1) / tiles;
 		*segs = (int)(want < segs_most ? want : segs_most);
 	}

@@ -206,16 +206,16 @@ func TestFusedPlacement(t *testing.T) {
 // faster there). No GPU needed.
 func TestGemvPlan(t *testing.T) {
 	cases := []planCase{
-		{"gemv 4096 1 132 1 0", "tc 1 1"},
-		{"gemv 8192 16 132 1 0", "tc 1 2"},   // 256 tiles: one wave, no segments
-		{"gemv 12640 4 132 1 0", "tc 1 6"},   // 395 tiles: just below 3 a multiprocessor
-		{"gemv 12672 4 132 1 0", "tc 6 6"},   // 396: segments, 16 units a multiprocessor
-		{"gemv 16384 4 132 1 0", "tc 5 6"},   // 512 tiles: 5 segments
-		{"gemv 28672 16 132 1 0", "tc 2 2"},  // 896 tiles want 3, at most 32 / 16 partials a row
-		{"gemv 16384 1 132 1 0", "loop 1 1"}, // batch 1 past the bound: the loop
-		{"gemv 4096 4 132 0 0", "loop 1 6"},  // no tensor cores on some rank
-		{"gemv 4096 4 132 1 1", "loop 1 1"},  // fp32
-		{"gemv 131072 8 132 1 0", "tc 1 1"},  // 4096 tiles: the flags hold no more units
+		{"gemv 4096 1 132 1 0", "tc 1 6"},
+		{"gemv 8192 16 132 1 0", "tc 1 2"},  // 256 tiles: one wave, no segments
+		{"gemv 12640 4 132 1 0", "tc 1 6"},  // 395 tiles: just below 3 a multiprocessor
+		{"gemv 12672 4 132 1 0", "tc 6 6"},  // 396: segments, 16 units a multiprocessor
+		{"gemv 16384 4 132 1 0", "tc 5 6"},  // 512 tiles: 5 segments
+		{"gemv 28672 16 132 1 0", "tc 2 2"}, // 896 tiles want 3, at most 32 / 16 partials a row
+		{"gemv 28672 1 132 1 0", "tc 3 4"},  // batch 1 too; the flags hold 4096 / 896 units a tile
+		{"gemv 4096 4 132 0 0", "loop 1 6"}, // no tensor cores on some rank
+		{"gemv 4096 4 132 1 1", "loop 1 1"}, // fp32
+		{"gemv 131072 8 132 1 0", "tc 1 1"}, // 4096 tiles: the flags hold no more units
 	}
 	planAnswers(t, cases)
 }
