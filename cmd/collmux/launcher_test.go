@@ -87,7 +87,7 @@ func fakeMPI(t *testing.T) string {
 func TestDryRun(t *testing.T) {
 	mpi := fakeMPI(t)
 	lib, _ := filepath.Abs("lib.so")
-	table := filepath.Join("..", "..", "tune", "testdata", "h200x2-resident", "tuning.json")
+	table := filepath.Join(testdata, "h200x2-resident", "tuning.json")
 	abs, _ := filepath.Abs(table)
 	common := []string{"--np", "2", "--bench", "./gpu_bench", "--lib", "lib.so", "--max-bytes", "64", "--backends", "nccl", "--dry-run"}
 	policies := " ./gpu_bench 64 'via-nccl=*:cuda:*:nccl@64'\n"
@@ -137,7 +137,7 @@ func TestDryRun(t *testing.T) {
 // benchmark is a script that checks that the variables reached every rank
 // and, on rank 0, prints a run recorded on 2 x H200.
 func TestCheckUnderLaunchers(t *testing.T) {
-	data, _ := filepath.Abs(filepath.Join("..", "..", "tune", "testdata", "h200x2-resident"))
+	data, _ := filepath.Abs(filepath.Join(testdata, "h200x2-resident"))
 	bench := filepath.Join(t.TempDir(), "bench.sh")
 	script := `#!/bin/sh
 [ "$NCCL_NVLS_ENABLE" = 0 ] && [ "$COLLMUX_TUNING" = "` + filepath.Join(data, "tuning.json") + `" ] || { echo "rank without the variables" >&2; exit 3; }
@@ -174,8 +174,7 @@ func TestInstallSystem(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(root, "home"))
 	t.Setenv("COLLMUX_TUNING", "")
 	t.Setenv("COLLMUX_RULES", "")
-	data := filepath.Join("..", "..", "tune", "testdata")
-	tuneArgs := []string{"tune", "--from-csv", filepath.Join(data, "bench_collmux.csv") + "," + filepath.Join(data, "bench_fused.csv"),
+	tuneArgs := []string{"tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv") + "," + filepath.Join(testdata, "bench_fused.csv"),
 		"--gpu-key", key, "--out", filepath.Join(root, "t.json"), "--plots", root, "--install", "--system"}
 	out := execute(t, tuneArgs...)
 	dst := filepath.Join(sys, "tuning-"+key+".json")
@@ -218,7 +217,7 @@ func TestInstallSystem(t *testing.T) {
 		!strings.Contains(out, "system tuning table "+dst+" not used: folder "+sys+" is writable by its group or others (mode 0777)") {
 		t.Errorf("info with an untrusted system table: %v\n%s", err, out)
 	}
-	if _, err := run("tune", "--from-csv", filepath.Join(data, "bench_collmux.csv"), "--system", "--plots", root, "--out", filepath.Join(root, "u.json")); err == nil {
+	if _, err := run("tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv"), "--system", "--plots", root, "--out", filepath.Join(root, "u.json")); err == nil {
 		t.Error("--system without --install accepted")
 	}
 	_ = dispatch.DefaultSystemTuningDir

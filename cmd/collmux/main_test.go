@@ -16,6 +16,10 @@ import (
 	"collmux/tune"
 )
 
+// testdata holds the measurements the tune package's tests read too
+// (recorded on 2 x H200).
+var testdata = filepath.Join("..", "..", "tune", "testdata")
+
 func execute(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := run(args...)
@@ -40,10 +44,9 @@ func run(args ...string) (string, error) {
 // rules pick fused for small all-reduces, and a plot per collective.
 func TestTuneFromRecordedSweeps(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join("..", "..", "tune", "testdata")
 	table := filepath.Join(dir, "t.json")
-	out := execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv")+","+filepath.Join(data, "bench_fused.csv")+","+
-		filepath.Join(data, "bench_staged.csv"), "--gpu-key", "h200x2", "--out", table, "--plots", dir)
+	out := execute(t, "tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv")+","+filepath.Join(testdata, "bench_fused.csv")+","+
+		filepath.Join(testdata, "bench_staged.csv"), "--gpu-key", "h200x2", "--out", table, "--plots", dir)
 	tab, err := tune.Read(table)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +74,7 @@ func TestTuneFromRecordedSweeps(t *testing.T) {
 // default policy's lines are left out.
 func TestTuneOverlapFromRecorded(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join("..", "..", "tune", "testdata")
-	rec, err := os.ReadFile(filepath.Join(data, "overlap_h200x2.csv"))
+	rec, err := os.ReadFile(filepath.Join(testdata, "overlap_h200x2.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestTuneOverlapFromRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := filepath.Join(dir, "t.json")
-	out := execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv")+","+filepath.Join(data, "bench_fused.csv"),
+	out := execute(t, "tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv")+","+filepath.Join(testdata, "bench_fused.csv"),
 		"--overlap-csv", ovl, "--gpu-key", "h200x2", "--out", table, "--plots", dir)
 	tab, err := tune.Read(table)
 	if err != nil {
@@ -130,8 +132,7 @@ func TestTuneOverlapFromRecorded(t *testing.T) {
 // and collmux info lists.
 func TestTuneOpsFromRecorded(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join("..", "..", "tune", "testdata")
-	rec, err := os.ReadFile(filepath.Join(data, "fusedops_h200x2.csv"))
+	rec, err := os.ReadFile(filepath.Join(testdata, "fusedops_h200x2.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestTuneOpsFromRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := filepath.Join(dir, "t.json")
-	execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "h200x2", "--out", table,
+	execute(t, "tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "h200x2", "--out", table,
 		"--plots", dir)
 	tab, err := tune.Read(table)
 	if err != nil {
@@ -157,7 +158,7 @@ func TestTuneOpsFromRecorded(t *testing.T) {
 	}
 	// a table of this machine's (no GPU here): the library would take its
 	// forms; collmux info lists them
-	execute(t, "tune", "--from-csv", filepath.Join(data, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "no-gpu", "--out", table,
+	execute(t, "tune", "--from-csv", filepath.Join(testdata, "bench_collmux.csv"), "--ops-csv", ops, "--gpu-key", "no-gpu", "--out", table,
 		"--plots", dir)
 	t.Setenv("COLLMUX_TUNING", table)
 	out := execute(t, "info")
@@ -243,7 +244,7 @@ func TestSweepPolicies(t *testing.T) {
 
 // check on the run recorded with the table tuned on 2 x H200.
 func TestCheckFromCSV(t *testing.T) {
-	data := filepath.Join("..", "..", "tune", "testdata", "h200x2-resident")
+	data := filepath.Join(testdata, "h200x2-resident")
 	out := execute(t, "check", "--table", filepath.Join(data, "tuning.json"), "--from-csv", filepath.Join(data, "policies.csv"), "--np", "2")
 	for _, want := range []string{"| allgather | 28 | 1.079 (16777216 B) | 21 of 28 | 27: 0.957–1.060 |", "| allreduce | 28 | 1.044 (512 B) | 25 of 28 | 28:",
 		"at every size: NO"} {
@@ -320,7 +321,7 @@ func TestVersion(t *testing.T) {
 // theirs, and warns about unknown variables and refused tables; a value the
 // library would refuse is an error after the listing.
 func TestInfo(t *testing.T) {
-	table := filepath.Join("..", "..", "tune", "testdata", "h200x2-resident", "tuning.json") // measured on another machine
+	table := filepath.Join(testdata, "h200x2-resident", "tuning.json") // measured on another machine
 	cases := []struct {
 		name    string
 		env     map[string]string
