@@ -110,8 +110,8 @@ uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
 
 /* Measured on one H200, one rank (docs/results/gpu-2026-12-01-session18):
  * with its matrix streamed through L2 in 256-byte blocks, the tensor-core
- * kernel alone takes 0.94-1.0x cuBLAS's GEMV time from 64 MiB of matrix
- * up at batch 1 and 4, as fast as the CUDA-core loop or faster, so it
+ * kernel alone runs at 0.93-1.06x cuBLAS's GEMV speed from 64 MiB of
+ * matrix up at batch 1 and 4, as fast as the CUDA-core loop or faster, so it
  * serves batch 1 too (the loop had kept batch 1 past 3 tiles a
  * multiprocessor). Where there are 3 tiles a multiprocessor or more
  * (several waves), k is cut into as many segments as make 16 units a
