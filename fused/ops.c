@@ -549,7 +549,8 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		int m, batch, rows;
 		_Bool pull;
 		int segs;
-	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused, 1}; /* SumTo in ops.cu */
+		uint32_t flags, units;
+	} S = {y, ldy, m, batch, CMX_OPS_THREADS, !fused, 1, 1, 0}; /* SumTo in ops.cu */
 	void *fsum = typed_kernel("cmx_ops_sum", dtype, 0, &sum_k[dtype]);
 	if (fused) {
 		/* the kernel and its segments of k (plan.c: 16-bit types on
@@ -566,12 +567,17 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		       : typed_kernel("cmx_gemv_ar", dtype, 1 << nbi, &gemv_k[dtype][nbi]);
 		G = (gemv_t){a, x, y, lda, ldx, ldy, m, k, batch, rw, (uintptr_t)a % 16 == 0 && (size_t)lda * es % 16 == 0,
 			     (uintptr_t)x % 16 == 0 && (size_t)ldx * es % 16 == 0, S.segs};
-		S.rows = tc ? CMX_OPS_TC_ROWS : 8 * rw;
-		grid = (unsigned)((m + S.rows - 1) / S.rows) * (unsigned)S.segs; /* a block a unit: the scheduler balances them */
+		const int rows = tc ? CMX_OPS_TC_ROWS : 8 * rw, group = (CMX_OPS_THREADS + rows * batch - 1) / (rows * batch);
+		grid = (unsigned)((m + rows - 1) / rows) * (unsigned)S.segs; /* a block a unit: the scheduler balances them */
 		args[1] = &G;
+		/* a tile of the sum: as many of the GEMV's as give each of its
+		 * threads an element, and their segments' flags */
+		S.rows = rows * group, S.flags = (uint32_t)(group * S.segs), S.units = grid;
 	}
 	/* the sum's blocks, all resident at once (pull: they wait for each other's flags) */
 	const unsigned tiles = (unsigned)((m + S.rows - 1) / S.rows);
+	if (!fused)
+		S.units = tiles;
 	if (!fsum || (fused && !f))
 		return refuse(fn, c, no_kernel);
 	if (!cmx_cuda_ctx_for(y) || !begin(o, stream, &O, c, digest(OP_GEMV_AR, sh, 4)))
@@ -596,7 +602,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	const int ok = (fused ? cmx_cuda_launch(f, grid, CMX_OPS_THREADS, stream, args)
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       consume(o, &O, fsum, tiles, &S, 0, tiles * (unsigned)S.segs, !fused, stream) && end(o, stream);
+		       consume(o, &O, fsum, tiles, &S, 0, S.units, !fused, stream) && end(o, stream);
 	return ok ? 0 : broken(fn, c, stream, fused ? "the kernel" : "cuBLAS or the kernel");
 }
 

@@ -371,6 +371,42 @@ template <bool STREAM, typename T> __device__ __forceinline__ uint4 ld16(const T
 	return u.v;
 }
 
+// CMX_TC_U chunks of 32 columns from c0 on into d: a lane's 16 bytes of
+// its two rows and of x's rows, loaded all before any is used. FULL: the
+// unit's rows and chunks are all there and aligned, so no load is checked.
+// The checks of every load (a NULL row, columns left, alignment) cost the
+// kernel alone 3-5 % at 16384 x 16384 and at batch 16, and the whole call
+// at one rank 12-17 % at 4096 x 4096 (where the matrix stays in L2 and
+// instructions count) (docs/results/gpu-2026-12-01-session19).
+template <bool FULL, typename T, int NT>
+__device__ __forceinline__ void tc_chunks(float (&d)[NT][4], const T *(&ar)[2], const T *(&xr)[NT], int c0, int c_hi, int t4,
+					  const Gemv &G)
+{
+	uint4 a[CMX_TC_U][2], x[CMX_TC_U][NT];
+#pragma unroll
+	for (int u = 0; u < CMX_TC_U; u++) {
+		const int j = (c0 + u) * 32 + 8 * t4, left = FULL || c0 + u < c_hi ? G.k - j : 0;
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			a[u][h] = FULL ? ld_stream16(ar[h] + j) : ld16<true>(ar[h] ? ar[h] + j : (const T *)NULL, G.vec, left);
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+			x[u][n] = FULL ? (xr[n] ? __ldg((const uint4 *)(xr[n] + j)) : make_uint4(0, 0, 0, 0))
+				       : ld16<false>(xr[n] ? xr[n] + j : (const T *)NULL, G.xvec, left);
+	}
+#pragma unroll
+	for (int u = 0; u < CMX_TC_U; u++)
+#pragma unroll
+		for (int half = 0; half < 2; half++) { // columns 0-3 then 4-7 of the lane's eight
+			// rows g, g + 8 of columns 2 t4 (+ 1), then of 2 t4 + 8 (+ 9), in the mma's words
+			const u32 frag[4] = {half ? a[u][0].z : a[u][0].x, half ? a[u][1].z : a[u][1].x, half ? a[u][0].w : a[u][0].y,
+					     half ? a[u][1].w : a[u][1].y};
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+				mma16816<T>(d[n], frag, half ? x[u][n].z : x[u][n].x, half ? x[u][n].w : x[u][n].y);
+		}
+}
+
 template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsCall &O, const Gemv &G)
 {
 	__shared__ float red[8][16][8 * NT]; // [warp][row of its group][batch column]
@@ -393,30 +429,13 @@ template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsC
 #pragma unroll
 		for (int n = 0; n < NT; n++)
 			d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
-		for (int c0 = c_lo; c0 < c_hi; c0 += CMX_TC_U) {
-			uint4 a[CMX_TC_U][2], x[CMX_TC_U][NT];
-#pragma unroll
-			for (int u = 0; u < CMX_TC_U; u++) {
-				const int j = (c0 + u) * 32 + 8 * t4, left = c0 + u < c_hi ? G.k - j : 0;
-#pragma unroll
-				for (int h = 0; h < 2; h++)
-					a[u][h] = ld16<true>(ar[h] ? ar[h] + j : (const T *)NULL, G.vec, left);
-#pragma unroll
-				for (int n = 0; n < NT; n++)
-					x[u][n] = ld16<false>(xr[n] ? xr[n] + j : (const T *)NULL, G.xvec, left);
-			}
-#pragma unroll
-			for (int u = 0; u < CMX_TC_U; u++)
-#pragma unroll
-				for (int half = 0; half < 2; half++) { // columns 0-3 then 4-7 of the lane's eight
-					// rows g, g + 8 of columns 2 t4 (+ 1), then of 2 t4 + 8 (+ 9), in the mma's words
-					const u32 frag[4] = {half ? a[u][0].z : a[u][0].x, half ? a[u][1].z : a[u][1].x,
-							     half ? a[u][0].w : a[u][0].y, half ? a[u][1].w : a[u][1].y};
-#pragma unroll
-					for (int n = 0; n < NT; n++)
-						mma16816<T>(d[n], frag, half ? x[u][n].z : x[u][n].x, half ? x[u][n].w : x[u][n].y);
-				}
-		}
+		int c0 = c_lo;
+		// the whole tile's rows, aligned, and this warp's chunks all within k
+		if (G.vec && G.xvec && (int)(t + 1) * CMX_OPS_TC_ROWS <= G.m && c_hi * 32 <= G.k)
+			for (; c0 + CMX_TC_U <= c_hi; c0 += CMX_TC_U)
+				tc_chunks<true>(d, ar, xr, c0, c_hi, t4, G);
+		for (; c0 < c_hi; c0 += CMX_TC_U)
+			tc_chunks<false>(d, ar, xr, c0, c_hi, t4, G);
 		// d[n]: rows g, g + 8 of the group; batch columns 8n + 2 t4, + 1
 #pragma unroll
 		for (int n = 0; n < NT; n++) {
@@ -443,16 +462,21 @@ template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsC
 // here waits only for flags that the peers' earlier kernels raise (push)
 // or that blocks of this kernel, all resident at once, raise first
 // (pull). Push: the fused GEMV wrote rank p's partial into every rank's
-// data half at [p][b][row], raising a flag per tile of `rows` rows. Pull:
-// cuBLAS wrote this rank's partial into its own data half at [b][row] in
-// the kernel before; each block announces its tiles, then reads every
-// rank's over NVLink.
+// data half at [p][b][row], raising a flag per tile (and segment) of its
+// own. Pull: cuBLAS wrote this rank's partial into its own data half at
+// [b][row] in the kernel before; each block announces its tiles, then
+// reads every rank's over NVLink. A block here sums a tile of `rows` rows,
+// whose flags are `flags` consecutive ones (pull: its own one): push, as
+// many of the GEMV's tiles as give every thread an element to add, so
+// that the waits, three barriers and system-scope polls each, are few
+// (fused/ops.c).
 struct SumTo {
 	void *y;
 	long long ldy;
 	int m, batch, rows;
 	bool pull;
-	int segs; // push: the segments of k of each rank's partial (gemv_tc's; 1 otherwise), tile t's flags t * segs on
+	int segs;        // push: the segments of k of each rank's partial (gemv_tc's; 1 otherwise)
+	u32 flags, units; // the flags of a tile, from t * flags on; the flags in all
 };
 template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, const SumTo &S)
 {
@@ -462,7 +486,8 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 		for (u32 t = blockIdx.x; t < tiles; t += gridDim.x)
 			ops_raise(O, t);
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
-		if (!ops_wait(O, t * S.segs, S.segs))
+		const u32 first = t * S.flags;
+		if (!ops_wait(O, first, min(S.flags, S.units - first)))
 			continue;
 		for (int i = threadIdx.x; i < S.rows * S.batch; i += blockDim.x) {
 			const int row = t * S.rows + i % S.rows, b = i / S.rows;
