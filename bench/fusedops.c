@@ -9,7 +9,9 @@
  *   gemv, nccl  the two halves of (a) alone; d1: (d) on one rank's
  *      communicator, the fused kernel's computation alone
  * Per shape and contender, the median over ROUNDS rounds of ITERS calls
- * queued back to back, the slowest rank's. Rank 0 prints CSV:
+ * queued back to back, the slowest rank's; each call reads the next of as
+ * many copies of A as make 256 MiB (A then misses L2, as a model's
+ * layers do). Rank 0 prints CSV:
  *   op,m,k,batch,ranks,contender,us,speedup_vs_a,max_rel_diff_vs_a
  *
  * usage: fusedops [max_m [contenders [name of d]]]   (libcollmux.so preloaded)
@@ -68,15 +70,21 @@ static void gemm(const void *a, const void *x, void *y, int m, int k, int batch,
 	blas.gemm(handle, OP_T, OP_N, m, batch, k, &one, a, R_16BF, k, x, R_16BF, k, &zero, y, R_16BF, m, COMPUTE_32F, GEMM_DEFAULT);
 }
 
+/* copies holds `copies` identical copies of A, one after another; each
+ * call takes the next, so that no call finds A in L2 (50 MB on an H200)
+ * where a model, whose every layer is read once a step, would not */
 typedef struct {
-	void *a, *x, *y;
-	int m, k, batch;
+	void *copies, *x, *y;
+	int m, k, batch, copies_n;
+	unsigned turn;
+	const void *a; /* this call's copy */
 } prob;
 
 /* one call of contender c */
 static void call(char c, const void *v)
 {
-	const prob *p = v;
+	prob *p = (prob *)v;
+	p->a = (const char *)p->copies + (size_t)(p->turn++ % (unsigned)p->copies_n) * p->m * p->k * 2;
 	switch (c) {
 	case 'a':
 		gemm(p->a, p->x, p->y, p->m, p->k, p->batch, st);
@@ -111,15 +119,18 @@ int main(int argc, char **argv)
 	const int dims[] = {4096, 8192, 16384, 28672}, batches[] = {1, 4, 16};
 	for (size_t di = 0; di < 4 && dims[di] <= max_m; di++)
 		for (size_t bi = 0; bi < 3; bi++) {
-			prob p = {NULL, NULL, NULL, dims[di], dims[di] / size, batches[bi]};
+			prob p = {NULL, NULL, NULL, dims[di], dims[di] / size, batches[bi], 1, 0, NULL};
 			const size_t na = (size_t)p.m * p.k, nx = (size_t)p.batch * p.k, ny = (size_t)p.batch * p.m;
+			while ((size_t)p.copies_n * na * 2 < (size_t)256 << 20) /* 256 MiB in all */
+				p.copies_n++;
 			uint16_t *h = malloc(na * 2);
 			for (size_t i = 0; i < na; i++) /* small values: the sums stay far from bf16's limits */
 				h[i] = (uint16_t)(0x3c00 + ((i * 2654435761u + rank * 40503u) >> 7 & 0x1ff)) ^ (uint16_t)((i & 1) << 15);
-			CUDA_OK(cudaMalloc(&p.a, na * 2));
+			CUDA_OK(cudaMalloc(&p.copies, na * 2 * p.copies_n));
 			CUDA_OK(cudaMalloc(&p.x, nx * 2));
 			CUDA_OK(cudaMalloc(&p.y, ny * 2));
-			CUDA_OK(cudaMemcpy(p.a, h, na * 2, cudaMemcpyHostToDevice));
+			for (int i = 0; i < p.copies_n; i++)
+				CUDA_OK(cudaMemcpy((char *)p.copies + i * na * 2, h, na * 2, cudaMemcpyHostToDevice));
 			CUDA_OK(cudaMemcpy(p.x, h + 7, nx * 2, cudaMemcpyHostToDevice));
 			/* correctness of d against a, once */
 			uint16_t *ya = malloc(ny * 2), *yd = malloc(ny * 2);
@@ -152,7 +163,7 @@ int main(int argc, char **argv)
 					       *c == 'd' ? diff : 0.0);
 				fflush(stdout);
 			}
-			cudaFree(p.a), cudaFree(p.x), cudaFree(p.y);
+			cudaFree(p.copies), cudaFree(p.x), cudaFree(p.y);
 			free(h), free(ya), free(yd);
 		}
 	ncclCommDestroy(nccl);

@@ -838,6 +838,26 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
  * rank's kernels of the call before, whose GEMMs read the half its pushes
  * write two calls on (ops.cu's two-halves argument holds: a rank's call
  * s + 1 waits for every peer's flag of s + 1). */
+/* Signal in ops.cu: raise this rank's flag at rank `to` (the block pushed
+ * before it has landed there), then wait for rank `from`'s here; -1:
+ * neither */
+typedef struct {
+	int to, from;
+	uint32_t tile;
+} signal_t;
+
+/* Step j of the gather at rank me: rank q = me - j's block of a here,
+ * this rank's own a (j = 0) or where q pushed it into the data half, with
+ * its row pitch in elements (*ld); S then waits for q's block. */
+static const void *ag_block(signal_t *S, int j, int me, int size, const void *a, long long lda, const char *half, size_t block, int k,
+			    long long *ld)
+{
+	const int q = (me - j + size) % size;
+	S->to = -1, S->from = q;
+	*ld = j ? k : lda;
+	return j ? half + (size_t)q * block : a;
+}
+
 int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
 			   long long lda, const void *b, long long ldb, void *out, long long ldo, void *ag, long long ldag)
 {
@@ -878,10 +898,7 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 		return unordered(fn, c);
 	/* From here the peers run the call (see cmx_ops_gemm_alltoall) */
 	char *const half = o->peer[me] + O.data;
-	struct {
-		int to, from;
-		uint32_t tile;
-	} S = {-1, -1, 1}; /* Signal in ops.cu */
+	signal_t S = {-1, -1, 1};
 	void *sargs[] = {&O, &S};
 	int ok = cmx_cuda_record(&o->started, stream) && cmx_cuda_wait(o->push, o->started);
 	for (int j = 1; j < size && ok; j++) {
@@ -892,21 +909,21 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 	}
 	/* the gathered a: this rank's block, then each peer's once it is here */
 	for (int j = 0; j < size && ok && ag && k; j++) {
-		const int q = (me - j + size) % size;
-		S.to = -1, S.from = q;
+		long long ld;
+		const void *src = ag_block(&S, j, me, size, a, lda, half, block, k, &ld);
 		ok = (j == 0 || cmx_cuda_launch(signal_k, 1, 32, o->push, sargs)) &&
-		     cmx_cuda_copy2d((char *)ag + (size_t)q * m * (size_t)ldag * es, (size_t)ldag * es, j ? half + (size_t)q * block : a,
-				     j ? (size_t)k * es : (size_t)lda * es, (size_t)k * es, (size_t)m, o->push);
+		     cmx_cuda_copy2d((char *)ag + (size_t)S.from * m * (size_t)ldag * es, (size_t)ldag * es, src, (size_t)ld * es, (size_t)k * es,
+				     (size_t)m, o->push);
 	}
 	ok = ok && cmx_cuda_record(&o->pushed, o->push);
 	for (int j = 0; j < size && ok; j++) {
-		const int q = (me - j + size) % size;
-		char *to = (char *)out + (size_t)q * m * (size_t)ldo * es;
-		S.to = -1, S.from = q;
+		long long ld;
+		const void *src = ag_block(&S, j, me, size, a, lda, half, block, k, &ld);
+		char *to = (char *)out + (size_t)S.from * m * (size_t)ldo * es;
 		if (j && !cmx_cuda_launch(signal_k, 1, 32, stream, sargs))
 			ok = 0;
 		else if (k)
-			ok = cmx_cublas_gemm(stream, dtype, (int)m, n, k, j ? half + (size_t)q * block : a, j ? k : lda, b, ldb, to, dtype, ldo);
+			ok = cmx_cublas_gemm(stream, dtype, (int)m, n, k, src, (int)ld, b, ldb, to, dtype, ldo);
 		else /* an empty sum */
 			ok = cmx_cuda_memset2d_async(to, (size_t)ldo * es, 0, (size_t)n * es, (size_t)m, stream);
 	}
