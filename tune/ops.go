@@ -118,15 +118,8 @@ func ChooseOps(samples []OpsSample, margin float64) []OpsRange {
 	by := map[opBatch]map[uint64]map[string]float64{}
 	for _, s := range merge(samples, func(s OpsSample) shape { return shape{opBatch{s.Op, s.Ranks, s.Batch}, s.Form, s.M} },
 		func(shape) bool { return true },
-		func(o *OpsSample, s OpsSample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) }) {
-		k := opBatch{s.Op, s.Ranks, s.Batch}
-		if by[k] == nil {
-			by[k] = map[uint64]map[string]float64{}
-		}
-		if by[k][s.M] == nil {
-			by[k][s.M] = map[string]float64{}
-		}
-		by[k][s.M][s.Form] = s.Micros
+		func(o *OpsSample, s OpsSample, w float64) { average(&o.Micros, s.Micros, w) }) {
+		put(by, opBatch{s.Op, s.Ranks, s.Batch}, s.M, s.Form, s.Micros)
 	}
 	keys := slices.SortedFunc(maps.Keys(by), func(x, y opBatch) int {
 		if x.op != y.op {

@@ -88,11 +88,10 @@ func MergeOverlap(samples []OverlapSample, can func(b, c string, n uint64) bool)
 	return merge(samples, func(s OverlapSample) point { return point{s.Coll, s.Backend, s.Bytes} },
 		func(k point) bool { return can(k.b, k.c, k.n) },
 		func(o *OverlapSample, s OverlapSample, w float64) {
-			avg := func(a *float64, v float64) { *a = (*a*w + v) / (w + 1) }
-			avg(&o.GEMMSlowdown, s.GEMMSlowdown)
-			avg(&o.AloneUs, s.AloneUs)
-			avg(&o.BesideUs, s.BesideUs)
-			avg(&o.JPerGB, s.JPerGB)
+			average(&o.GEMMSlowdown, s.GEMMSlowdown, w)
+			average(&o.AloneUs, s.AloneUs, w)
+			average(&o.BesideUs, s.BesideUs, w)
+			average(&o.JPerGB, s.JPerGB, w)
 		})
 }
 
@@ -122,13 +121,7 @@ func (s OverlapSample) meets() bool {
 func ChooseOverlap(samples []OverlapSample, margin float64) []Range {
 	by := map[string]map[uint64]map[string]OverlapSample{}
 	for _, s := range samples {
-		if by[s.Coll] == nil {
-			by[s.Coll] = map[uint64]map[string]OverlapSample{}
-		}
-		if by[s.Coll][s.Bytes] == nil {
-			by[s.Coll][s.Bytes] = map[string]OverlapSample{}
-		}
-		by[s.Coll][s.Bytes][s.Backend] = s
+		put(by, s.Coll, s.Bytes, s.Backend, s)
 	}
 	var out []Range
 	for _, c := range slices.Sorted(maps.Keys(by)) {

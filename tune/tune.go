@@ -67,8 +67,11 @@ func ReadCSV(r io.Reader, backendOf func(path string) string) ([]Sample, error) 
 func Merge(samples []Sample, can func(b, c string, n uint64) bool) []Sample {
 	return merge(samples, func(s Sample) point { return point{s.Coll, s.Backend, s.Bytes} },
 		func(k point) bool { return can(k.b, k.c, k.n) },
-		func(o *Sample, s Sample, w float64) { o.Micros = (o.Micros*w + s.Micros) / (w + 1) })
+		func(o *Sample, s Sample, w float64) { average(&o.Micros, s.Micros, w) })
 }
+
+// average folds v into *avg, the mean of the w values before it.
+func average(avg *float64, v, w float64) { *avg = (*avg*w + v) / (w + 1) }
 
 // point is what a measurement measured: a collective of a size on a backend.
 type point struct {
@@ -149,15 +152,20 @@ func rangesOf[M any](c string, sizes map[uint64]M, first string, pick func(at M,
 func bySize(samples []Sample) map[string]map[uint64]map[string]float64 {
 	m := map[string]map[uint64]map[string]float64{}
 	for _, s := range samples {
-		if m[s.Coll] == nil {
-			m[s.Coll] = map[uint64]map[string]float64{}
-		}
-		if m[s.Coll][s.Bytes] == nil {
-			m[s.Coll][s.Bytes] = map[string]float64{}
-		}
-		m[s.Coll][s.Bytes][s.Backend] = s.Micros
+		put(m, s.Coll, s.Bytes, s.Backend, s.Micros)
 	}
 	return m
+}
+
+// put sets m[a][b][c] to v, making the inner maps it lacks.
+func put[A, B, C comparable, V any](m map[A]map[B]map[C]V, a A, b B, c C, v V) {
+	if m[a] == nil {
+		m[a] = map[B]map[C]V{}
+	}
+	if m[a][b] == nil {
+		m[a][b] = map[C]V{}
+	}
+	m[a][b][c] = v
 }
 
 // Rules writes ranges in COLLMUX_RULES syntax for device buffers, each
