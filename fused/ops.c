@@ -167,7 +167,6 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 				why = "some rank made as many ops workspaces as a process may (16)";
 			else if (all[p].algo != all[0].algo)
 				why = "the ranks' COLLMUX_OPS_ALGO differ";
-
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
@@ -825,20 +824,6 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	return 0;
 }
 
-/* All-gather + GEMM (collmux.h). The copy engines push this rank's block
- * of a into every peer's data half, at [this rank], one peer after another
- * (from the next rank on, so that the ranks' first pushes go to different
- * peers) on collmux's stream, each followed by cmx_ops_signal, which
- * raises this rank's flag at that peer. On the program's stream cuBLAS
- * computes this rank's own rows of out from a at once, under the pushes,
- * then each peer's rows from the data half, in the order the peers push
- * here, each after cmx_ops_signal has found that peer's flag. Where ag is
- * given, collmux's stream copies the blocks into it likewise, and the
- * program's stream waits for collmux's at the end. Ordering: the pushes
- * of a call start once the program's stream has reached it, after this
- * rank's kernels of the call before, whose GEMMs read the half its pushes
- * write two calls on (ops.cu's two-halves argument holds: a rank's call
- * s + 1 waits for every peer's flag of s + 1). */
 /* Signal in ops.cu: raise this rank's flag at rank `to` (the block pushed
  * before it has landed there), then wait for rank `from`'s here; -1:
  * neither */
@@ -859,6 +844,20 @@ static const void *ag_block(signal_t *S, int j, int me, int size, const void *a,
 	return j ? half + (size_t)q * block : a;
 }
 
+/* All-gather + GEMM (collmux.h). The copy engines push this rank's block
+ * of a into every peer's data half, at [this rank], one peer after another
+ * (from the next rank on, so that the ranks' first pushes go to different
+ * peers) on collmux's stream, each followed by cmx_ops_signal, which
+ * raises this rank's flag at that peer. On the program's stream cuBLAS
+ * computes this rank's own rows of out from a at once, under the pushes,
+ * then each peer's rows from the data half, in the order the peers push
+ * here, each after cmx_ops_signal has found that peer's flag. Where ag is
+ * given, collmux's stream copies the blocks into it likewise, and the
+ * program's stream waits for collmux's at the end. Ordering: the pushes
+ * of a call start once the program's stream has reached it, after this
+ * rank's kernels of the call before, whose GEMMs read the half its pushes
+ * write two calls on (ops.cu's two-halves argument holds: a rank's call
+ * s + 1 waits for every peer's flag of s + 1). */
 int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, int dtype, long long m, int n, int k, const void *a,
 			   long long lda, const void *b, long long ldb, void *out, long long ldo, void *ag, long long ldag)
 {
@@ -924,7 +923,7 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 		if (j && !cmx_cuda_launch(signal_k, 1, 32, stream, sargs))
 			ok = 0;
 		else if (k)
-			ok = cmx_cublas_gemm(stream, dtype, (int)m, n, k, src, (int)ld, b, ldb, to, dtype, ldo);
+			ok = cmx_cublas_gemm(stream, dtype, (int)m, n, k, src, ld, b, ldb, to, dtype, ldo);
 		else /* an empty sum */
 			ok = cmx_cuda_memset2d_async(to, (size_t)ldo * es, 0, (size_t)n * es, (size_t)m, stream);
 	}
