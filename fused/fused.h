@@ -84,13 +84,13 @@ int cmx_fused_here(struct cmx_comm *c, cmx_place *at, int *arch);
  * would wait for a time slice each step). plan.c: no GPU needed. */
 const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n);
 
-/* collmux_gemv_allreduce's fused kernel for a call of m rows on
+/* collmux_gemv_allreduce's fused kernel for a call of m rows by batch on
  * GPUs of sms multiprocessors (the fewest of the ranks'), which have
  * 16-bit tensor-core mma where tc, of element type fp32 where f32: 1 for
  * the tensor cores (cmx_gemv_tc, tiles of CMX_OPS_TC_ROWS, k cut into
  * *segs segments), 0 for the CUDA-core loop (*segs 1). segs_most bounds
  * the segments (cmx_gemv_segs_most, which sizes the workspace). */
-int cmx_gemv_plan(int tc, int f32, int m, int sms, uint64_t segs_most, int *segs);
+int cmx_gemv_plan(int tc, int f32, int batch, int m, int sms, uint64_t segs_most, int *segs);
 uint64_t cmx_gemv_segs_most(int f32, int batch, int m);
 
 /* The form the first of n tuning-table entries that holds a call gives

@@ -558,7 +558,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 		 * batch rounded up to a kernel's and the rows a warp computes:
 		 * as many as leave two tiles for each multiprocessor */
 		int nbi = 0, rw = CMX_OPS_RW;
-		const int tc = cmx_gemv_plan(o->tc, dtype == COLLMUX_FLOAT32, m, o->sms, segs_most, &S.segs);
+		const int tc = cmx_gemv_plan(o->tc, dtype == COLLMUX_FLOAT32, batch, m, o->sms, segs_most, &S.segs);
 		while ((1 << nbi) < batch)
 			nbi++;
 		while (rw > 1 && (m + 8 * rw - 1) / (8 * rw) < 2 * o->sms)

@@ -516,10 +516,14 @@ extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_bf16(c
 CMX_GEMV_NB(float, f32)
 CMX_GEMV_NB(f16, f16)
 CMX_GEMV_NB(bf16, bf16)
-#define CMX_GEMV_TC(name, T, NT) \
-	extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) name(const __grid_constant__ OpsCall O, const __grid_constant__ Gemv G) { gemv_tc<T, NT>(O, G); }
-CMX_GEMV_TC(cmx_gemv_tc_f16_8, f16, 1) CMX_GEMV_TC(cmx_gemv_tc_f16_16, f16, 2)
-CMX_GEMV_TC(cmx_gemv_tc_bf16_8, bf16, 1) CMX_GEMV_TC(cmx_gemv_tc_bf16_16, bf16, 2)
+// The batch-8 kernel is held to 64 registers, four blocks a multiprocessor
+// (76 bytes spill): it then streams A as fast as cuBLAS's GEMV in one
+// wave (docs/results/gpu-2026-12-01-session19, run 7; plan.c sizes its
+// segments for it). The batch-16 one needs its 114.
+#define CMX_GEMV_TC(name, T, NT, BLOCKS) \
+	extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS, BLOCKS) name(const __grid_constant__ OpsCall O, const __grid_constant__ Gemv G) { gemv_tc<T, NT>(O, G); }
+CMX_GEMV_TC(cmx_gemv_tc_f16_8, f16, 1, 4) CMX_GEMV_TC(cmx_gemv_tc_f16_16, f16, 2, 1)
+CMX_GEMV_TC(cmx_gemv_tc_bf16_8, bf16, 1, 4) CMX_GEMV_TC(cmx_gemv_tc_bf16_16, bf16, 2, 1)
 
 // ---- embedding pooling + all-to-all (DLRM's model-parallel embeddings) ----
 //

@@ -96,10 +96,11 @@ const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n)
 
 /* The segments of k the tensor-core GEMV may cut a call into, before the
  * GPUs' multiprocessors are known (the workspace holds that many partials
- * a rank): none for fp32, which has no tensor-core kernel; at most 6
- * (what 16 units a multiprocessor need where there are 3 tiles a
- * multiprocessor or more), 32 / batch partials a row, and the flags'
- * CMX_OPS_TILES units. */
+ * a rank): none for fp32, which has no tensor-core kernel; at most 6 (what
+ * 16 units a multiprocessor need at batch 16 from 3 tiles a
+ * multiprocessor; up to batch 8 the plan wants more only below some 1300
+ * rows on 132 multiprocessors, where the call is short anyway), 32 /
+ * batch partials a row, and the flags' CMX_OPS_TILES units. */
 uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
 {
 	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
@@ -108,28 +109,37 @@ uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
 	return most < (uint64_t)(32 / batch) ? most : (uint64_t)(32 / batch);
 }
 
-/* Measured on one H200, one rank (docs/results/gpu-2026-12-01-session18):
- * with its matrix streamed through L2 in 256-byte blocks, the tensor-core
- * kernel alone runs at 0.93-1.06x cuBLAS's GEMV speed from 64 MiB of
- * matrix up at batch 1 and 4, as fast as the CUDA-core loop or faster, so it
- * serves batch 1 too (the loop had kept batch 1 past 3 tiles a
- * multiprocessor). Where there are 3 tiles a multiprocessor or more
- * (several waves), k is cut into as many segments as make 16 units a
- * multiprocessor: the whole call at 28672 rows took 0.92x cuBLAS's GEMV
- * time without them and 1.0x with them (batch 1 and 4), at batch 16 the
- * kernel alone 468 -> 408 us at 28672 and 170 -> 149 at 16384; below 3
- * tiles a multiprocessor segments cost more than they save. fp32, and
- * GPUs without the tensor cores' bf16/f16 products, take the loop. */
-int cmx_gemv_plan(int tc, int f32, int m, int sms, uint64_t segs_most, int *segs)
+/* Measured on one H200, one rank (docs/results/gpu-2026-12-01-session18
+ * and -session19): with its matrix streamed through L2 in 256-byte blocks,
+ * the tensor-core kernel runs at cuBLAS's GEMV speed or near it, so it
+ * serves batch 1 too; fp32, and GPUs without the tensor cores' bf16/f16
+ * products, take the CUDA-core loop. A block a unit (a tile of 32 rows and
+ * one segment of k); the segments are what balances the multiprocessors:
+ * - batch up to 8 (four blocks a multiprocessor, ops.cu): where the tiles
+ *   fit one wave, as many segments as come nearest two blocks a
+ *   multiprocessor (run 7, the kernel alone: 4096 rows 13.4 us in 2
+ *   against 14.6 in 1; 8192 and 16384 fastest in 1, 16384 at 128.5 us,
+ *   cuBLAS 128.6, where 5 segments took 143.8); past one wave, enough for
+ *   two waves (28672 rows: 392.8 us in 2, 399.5 in 1, 403.8 in 3);
+ * - batch 9 to 16 (two blocks a multiprocessor): from 3 tiles a multiprocessor,
+ *   as many as make 16 units a multiprocessor (session 18: 468 -> 408 us at
+ *   28672 rows, 170 -> 149 at 16384); below that they cost more than they
+ *   save. */
+int cmx_gemv_plan(int tc, int f32, int batch, int m, int sms, uint64_t segs_most, int *segs)
 {
-	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
+	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS, n = (uint64_t)sms;
+	uint64_t want = 1;
 	*segs = 1;
 	if (!tc || f32)
 		return 0;
-	if (tiles >= 3 * (uint64_t)sms) {
-		const uint64_t want = (16 * (uint64_t)sms + tiles - 1) / tiles;
-		*segs = (int)(want < segs_most ? want : segs_most);
-	}
+	if (!tiles) /* m = 0: nothing to balance */
+		return 1;
+	if (batch <= 8)
+		want = tiles <= 4 * n ? (2 * n + tiles / 2) / tiles : (8 * n + tiles - 1) / tiles;
+	else if (tiles >= 3 * n)
+		want = (16 * n + tiles - 1) / tiles;
+	want = want < segs_most ? want : segs_most;
+	*segs = want > 1 ? (int)want : 1;
 	return 1;
 }
 

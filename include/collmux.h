@@ -75,12 +75,12 @@ enum { COLLMUX_FLOAT32 = 0, COLLMUX_FLOAT16 = 1, COLLMUX_BFLOAT16 = 2 };
  * (row-major, row stride lda >= k; in PyTorch, weight[:, k0:k0+k] of a
  * Linear layer), x its batch x k slice of the input (row stride ldx), y
  * batch x m (row stride ldy); k may differ between ranks, m and batch
- * (1 to 16) may not, and m is at most 131072. Products accumulate in
- * fp32. COLLMUX_OPS_ALGO picks the form (docs/usage.md): in the fused
- * one and the cublas one each rank's partial travels in fp32 and the
- * partials are summed in rank order, then rounded once to dtype; in the
- * nccl one, the default past batch 1, the partials are rounded to dtype
- * and NCCL sums them. */
+ * (1 to 16) may not, and m is at most 131072; y may not overlap A or x
+ * (as in BLAS's GEMV). Products accumulate in fp32. COLLMUX_OPS_ALGO
+ * picks the form (docs/usage.md): in the fused one and the cublas one
+ * each rank's partial travels in fp32 and the partials are summed in rank
+ * order, then rounded once to dtype; in the nccl one, the default past
+ * batch 1, the partials are rounded to dtype and NCCL sums them. */
 int collmux_gemv_allreduce(int comm, void *stream, int dtype, int m, int k, int batch, const void *a, long long lda,
 			   const void *x, long long ldx, void *y, long long ldy);
 

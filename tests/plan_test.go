@@ -206,13 +206,17 @@ func TestFusedPlacement(t *testing.T) {
 // faster there). No GPU needed.
 func TestGemvPlan(t *testing.T) {
 	cases := []planCase{
-		{"gemv 4096 1 132 1 0", "tc 1 6"},
-		{"gemv 8192 16 132 1 0", "tc 1 2"},  // 256 tiles: one wave, no segments
-		{"gemv 12640 4 132 1 0", "tc 1 6"},  // 395 tiles: just below 3 a multiprocessor
-		{"gemv 12672 4 132 1 0", "tc 6 6"},  // 396: segments, 16 units a multiprocessor
-		{"gemv 16384 4 132 1 0", "tc 5 6"},  // 512 tiles: 5 segments
-		{"gemv 28672 16 132 1 0", "tc 2 2"}, // 896 tiles want 3, at most 32 / 16 partials a row
-		{"gemv 28672 1 132 1 0", "tc 3 4"},  // batch 1 too; the flags hold 4096 / 896 units a tile
+		{"gemv 4096 1 132 1 0", "tc 2 6"},   // 128 tiles: 2 segments come nearest two blocks a multiprocessor
+		{"gemv 1024 4 132 1 0", "tc 6 6"},   // 32 tiles want 8: at most 6
+		{"gemv 8192 8 132 1 0", "tc 1 4"},   // 256 tiles: already near two blocks a multiprocessor
+		{"gemv 16896 4 132 1 0", "tc 1 6"},  // 528 tiles: one wave of four blocks a multiprocessor
+		{"gemv 16928 4 132 1 0", "tc 2 6"},  // 529: past one wave, two waves' worth
+		{"gemv 28672 1 132 1 0", "tc 2 4"},  // 896 tiles; the flags hold 4096 / 896 units a tile
+		{"gemv 0 1 132 1 0", "tc 1 6"},      // no rows
+		{"gemv 8192 16 132 1 0", "tc 1 2"},  // batch 16 (two blocks a multiprocessor): 256 tiles, one wave
+		{"gemv 12640 16 132 1 0", "tc 1 2"}, // 395 tiles: just below 3 a multiprocessor
+		{"gemv 12672 9 132 1 0", "tc 3 3"},  // 396: 16 units a multiprocessor want 6, at most 32 / 9 partials a row
+		{"gemv 16384 16 132 1 0", "tc 2 2"}, // 512 tiles want 5, at most 32 / 16
 		{"gemv 4096 4 132 0 0", "loop 1 6"}, // no tensor cores on some rank
 		{"gemv 4096 4 132 1 1", "loop 1 1"}, // fp32
 		{"gemv 131072 8 132 1 0", "tc 1 1"}, // 4096 tiles: the flags hold no more units

@@ -116,7 +116,7 @@ static int gemv(const char *line)
 	if (sscanf(line, "%d %d %d %d %d", &m, &batch, &sms, &tc, &f32) != 5)
 		return 0;
 	const uint64_t most = cmx_gemv_segs_most(f32, batch, m);
-	const int k = cmx_gemv_plan(tc, f32, m, sms, most, &segs);
+	const int k = cmx_gemv_plan(tc, f32, batch, m, sms, most, &segs);
 	printf("%s %d %llu\n", k ? "tc" : "loop", segs, (unsigned long long)most);
 	return 1;
 }
