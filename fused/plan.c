@@ -96,11 +96,12 @@ const char *cmx_fused_placement(const cmx_place *p0, size_t stride, int n)
 
 /* The segments of k the tensor-core GEMV may cut a call into, before the
  * GPUs' multiprocessors are known (the workspace holds that many partials
- * a rank): none for fp32, which has no tensor-core kernel; at most 6 (what
- * 16 units a multiprocessor need at batch 16 from 3 tiles a
- * multiprocessor; up to batch 8 the plan wants more only below some 1300
- * rows on 132 multiprocessors, where the call is short anyway), 32 /
- * batch partials a row, and the flags' CMX_OPS_TILES units. */
+ * a rank): none for fp32, which has no tensor-core kernel; at most 6
+ * (what 16 units a multiprocessor need from 3 tiles a multiprocessor,
+ * session 18; 32 / batch bounds batch 9 to 16 below that, and up to batch
+ * 8 the plan wants more only below some 1300 rows on 132 multiprocessors,
+ * where the call is short anyway), 32 / batch partials a row, and the
+ * flags' CMX_OPS_TILES units. */
 uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
 {
 	const uint64_t tiles = ((uint64_t)m + CMX_OPS_TC_ROWS - 1) / CMX_OPS_TC_ROWS;
@@ -119,8 +120,9 @@ uint64_t cmx_gemv_segs_most(int f32, int batch, int m)
  *   fit one wave, as many segments as come nearest two blocks a
  *   multiprocessor (run 7, the kernel alone: 4096 rows 13.4 us in 2
  *   against 14.6 in 1; 8192 and 16384 fastest in 1, 16384 at 128.5 us,
- *   cuBLAS 128.6, where 5 segments took 143.8); past one wave, enough for
- *   two waves (28672 rows: 392.8 us in 2, 399.5 in 1, 403.8 in 3);
+ *   cuBLAS 128.6, where 5 segments took 143.8); past one wave, the fewest
+ *   that make two waves or more (28672 rows: 392.8 us in 2, 399.5 in 1,
+ *   403.8 in 3);
  * - batch 9 to 16 (two blocks a multiprocessor): from 3 tiles a multiprocessor,
  *   as many as make 16 units a multiprocessor (session 18: 468 -> 408 us at
  *   28672 rows, 170 -> 149 at 16384); below that they cost more than they

@@ -200,10 +200,13 @@ func TestFusedPlacement(t *testing.T) {
 
 // collmux_gemv_allreduce's fused kernel (fused/plan.c), from what every rank
 // agrees on: the tensor cores for 16-bit types where every rank has them,
-// with k in segments where there are 3 tiles of 32 rows a multiprocessor
-// or more (132 multiprocessors: from 12 672 rows), the CUDA-core loop for
-// fp32, where they are missing, and at batch 1 past that bound (measured
-// faster there). No GPU needed.
+// the CUDA-core loop for fp32 and where they are missing. k is cut into
+// segments: up to batch 8, as many as come nearest two blocks a
+// multiprocessor where the 32-row tiles fit one wave of four blocks a
+// multiprocessor (132 multiprocessors: up to 16 896 rows), at least two
+// waves' worth past it; at batch 9 to 16, 16 units a multiprocessor from 3
+// tiles a multiprocessor (12 672 rows). Within the workspace's bound
+// (cmx_gemv_segs_most, the answer's last field). No GPU needed.
 func TestGemvPlan(t *testing.T) {
 	cases := []planCase{
 		{"gemv 4096 1 132 1 0", "tc 2 6"},   // 128 tiles: 2 segments come nearest two blocks a multiprocessor
