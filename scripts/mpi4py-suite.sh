@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# mpi4py-suite.sh TESTS [OUT]: mpi4py's own test suite under collmux, each
+# rank's verdict on every test compared with the native run's: a large
+# real program's check that collmux is transparent. mpi4py is not part of
+# collmux: TESTS is the test/ folder of the mpi4py release that PYTHON
+# imports (from its source tree, e.g. `git archive 3.1.4 test` of
+# github.com/mpi4py/mpi4py for Debian 12's python3-mpi4py).
+#
+# Open MPI's mpirun (MPIRUN, default mpirun.openmpi): each rank's output
+# goes to a file of its own (--output-filename). NP (default "1 2 3 4"):
+# the rank counts. RUNTESTS: arguments for
+# runtests.py besides -v (default: leave out spawn and dynamic process
+# tests, which start processes the preload does not reach). NATIVE=0: no
+# native run, and the verdicts must then all be ok, skipped or expected
+# failures (the GPU machine with RUNTESTS="--cupy ...": there a device
+# array crashes the native MPI, which is not CUDA-aware). COLLMUX_* in the
+# environment go to the collmux runs (e.g. COLLMUX_CHECK=1). Writes each
+# run's per-rank output and verdict lists into OUT and prints a line per
+# rank count; exits 1 if any rank's verdicts differ, or the exit statuses
+# (NATIVE=0: if a test failed or the run did not exit 0).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TESTS=$(realpath "${1:?usage: mpi4py-suite.sh TESTS [OUT]}")
+OUT=$(realpath -m "${2:-${OUT:-/tmp/collmux-mpi4py}}")
+PYTHON=${PYTHON:-/usr/bin/python3}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+LIB=$PWD/build/libcollmux.so
+read -r -a ARGS <<<"${RUNTESTS:---no-builddir -e spawn -e dynproc}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -f "$TESTS/runtests.py" ] || { echo "mpi4py-suite.sh: no runtests.py in $TESTS" >&2; exit 2; }
+mkdir -p "$OUT"
+X=(-x LD_PRELOAD="$LIB")
+for v in $(env | grep -o '^COLLMUX_[A-Z_]*'); do X+=(-x "$v"); done
+# verdicts DIR NP: one file per rank, a line per test ("name ... verdict"),
+# a skip's reason dropped, sorted (the order is runtests.py's)
+verdicts() {
+  for r in $(seq 0 $(($2 - 1))); do
+    grep -E ' \.\.\. ' "$1/1/rank.$r/stderr" | sed -E "s/^\[[^]]*\] ?//; s/skipped '.*'/skipped/" | sort > "$1.rank$r.txt"
+  done
+}
+bad=0
+for np in ${NP:-1 2 3 4}; do
+  runs=(collmux)
+  [ "${NATIVE:-1}" = 1 ] && runs=(native collmux)
+  for w in "${runs[@]}"; do
+    pre=()
+    [ $w = collmux ] && pre=("${X[@]}")
+    rm -rf "$OUT/$w.$np"
+    timeout 900 $MPIRUN --oversubscribe -np "$np" --output-filename "$OUT/$w.$np" "${pre[@]}" \
+      "$PYTHON" "$TESTS/runtests.py" -v "${ARGS[@]}" > /dev/null 2>&1
+    eval "rc_$w=$?"
+    verdicts "$OUT/$w.$np" "$np"
+  done
+  # a crash cuts the verdict lists short; the exit status says so too
+  line="$np ranks: exit status ${rc_native:+$rc_native native, }$rc_collmux collmux;"
+  [ "$rc_collmux" = "${rc_native:-0}" ] || bad=1
+  for r in $(seq 0 $((np - 1))); do
+    c=$OUT/collmux.$np.rank$r.txt
+    n=$(wc -l < "$c") ok=$(grep -c ' ok$' "$c") fail=$(grep -cE ' (FAIL|ERROR)$' "$c")
+    if [ "${NATIVE:-1}" = 1 ]; then
+      d=$(diff "$OUT/native.$np.rank$r.txt" "$c" | grep -c '^[<>]')
+      line+=" rank $r $n tests, $ok ok, $d differ from native;"
+      [ "$d" = 0 ] && [ "$n" -gt 0 ] || bad=1
+    else
+      line+=" rank $r $n tests, $ok ok, $fail failed;"
+      [ "$fail" = 0 ] && [ "$n" -gt 0 ] || bad=1
+    fi
+  done
+  echo "$line" | tee -a "$OUT/summary.txt"
+done
+exit $bad
