@@ -467,10 +467,10 @@ enum { GEMV_FUSED = 1, GEMV_SUM, GEMV_NCCL };
  * 0.60x (cuBLAS is slower with fp32 outputs), so NCCL's form past batch 1.
  * The fused kernel reached 0.76-0.87x at batch 1 (it streams A at about 3.3
  * TB/s where cuBLAS does 4.3) and fell further behind with the batch; on
- * tensor cores with streaming loads (sessions 17-19, one H200, one rank)
- * the whole call is 0.85-0.87x cuBLAS's GEMV alone at 8192 and 16384 rows
- * and 1.02-1.03x at 28672: auto does not take it until two GPUs measure
- * it against both unfused forms. */
+ * tensor cores with streaming loads (sessions 17-20, one H200, one rank)
+ * the whole call is 0.87x cuBLAS's GEMV alone at 8192 rows, 0.93-0.94x
+ * at 16384 (batch up to 8) and 1.01-1.03x at 28672: auto does not take it
+ * until two GPUs measure it against both unfused forms. */
 static int gemv_form(const cmx_comm *c, int batch, int m)
 {
 	if (cmx_cfg.ops_algo)
