@@ -42,18 +42,19 @@ bad=0
 for np in ${NP:-1 2 3 4}; do
   runs=(collmux)
   [ "${NATIVE:-1}" = 1 ] && runs=(native collmux)
+  declare -A rc=() # exit status by run
   for w in "${runs[@]}"; do
     pre=()
     [ $w = collmux ] && pre=("${X[@]}")
     rm -rf "$OUT/$w.$np"
     timeout 900 $MPIRUN --oversubscribe -np "$np" --output-filename "$OUT/$w.$np" "${pre[@]}" \
       "$PYTHON" "$TESTS/runtests.py" -v "${ARGS[@]}" > /dev/null 2>&1
-    eval "rc_$w=$?"
+    rc[$w]=$?
     verdicts "$OUT/$w.$np" "$np"
   done
   # a crash cuts the verdict lists short; the exit status says so too
-  line="$np ranks: exit status ${rc_native:+$rc_native native, }$rc_collmux collmux;"
-  [ "$rc_collmux" = "${rc_native:-0}" ] || bad=1
+  line="$np ranks: exit status ${rc[native]:+${rc[native]} native, }${rc[collmux]} collmux;"
+  [ "${rc[collmux]}" = "${rc[native]:-0}" ] || bad=1
   for r in $(seq 0 $((np - 1))); do
     c=$OUT/collmux.$np.rank$r.txt
     n=$(wc -l < "$c") ok=$(grep -c ' ok$' "$c") fail=$(grep -cE ' (FAIL|ERROR)$' "$c")
