@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cmx.h"
@@ -63,6 +64,7 @@ static struct {
 	CUresult (*ModuleLoadData)(void **, const void *);
 	CUresult (*ModuleGetFunction)(void **, void *, const char *);
 	CUresult (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*LaunchKernelEx)(const void *, void *, void **, void **);
 	CUresult (*IpcGetMemHandle)(void *, CUdeviceptr);
 	CUresult (*IpcOpenMemHandle)(CUdeviceptr *, cmx_ipc_handle, unsigned);
 	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
@@ -124,6 +126,7 @@ int cmx_cuda_load(void)
 	SYM(ModuleLoadData, "cuModuleLoadData");
 	SYM(ModuleGetFunction, "cuModuleGetFunction");
 	SYM(LaunchKernel, "cuLaunchKernel");
+	SYM(LaunchKernelEx, "cuLaunchKernelEx");
 	SYM(IpcGetMemHandle, "cuIpcGetMemHandle");
 	SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
 	SYM(MemsetD8, "cuMemsetD8_v2");
@@ -374,6 +377,42 @@ void *cmx_cuda_function(const void *image, const char *name, void **module)
 int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args)
 {
 	return ok(cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args, NULL));
+}
+
+/* CUlaunchAttribute and CUlaunchConfig, cuLaunchKernelEx's (CUDA 12.0 on) */
+typedef struct {
+	int id;
+	union {
+		_Alignas(8) char raw[64];
+		int on;
+	} value;
+} cu_attr;
+typedef struct {
+	unsigned grid[3], block[3], shared;
+	CUstream stream;
+	cu_attr *attrs;
+	unsigned nattrs;
+} cu_launch_config;
+_Static_assert(sizeof(cu_attr) == 72 && offsetof(cu_attr, value) == 8, "CUlaunchAttribute's layout");
+_Static_assert(sizeof(cu_launch_config) == 56 && offsetof(cu_launch_config, stream) == 32 && offsetof(cu_launch_config, attrs) == 40 &&
+		       offsetof(cu_launch_config, nattrs) == 48,
+	       "CUlaunchConfig's layout");
+
+/* 1 once the driver has refused an early launch: it is not asked again */
+static int early_refused;
+
+int cmx_cuda_launch_early(void *f, unsigned grid, unsigned block, void *stream, void **args)
+{
+	if (cu.LaunchKernelEx && !__atomic_load_n(&early_refused, __ATOMIC_RELAXED)) {
+		cu_attr a = {.id = 6 /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */, .value.on = 1};
+		const cu_launch_config c = {{grid, 1, 1}, {block, 1, 1}, 0, stream, &a, 1};
+		const CUresult r = cu.LaunchKernelEx(&c, f, args, NULL);
+		if (r == 0)
+			return 1;
+		if (!__atomic_exchange_n(&early_refused, 1, __ATOMIC_RELAXED))
+			cmx_log(1, "CUDA driver: no programmatic dependent launch (error %d): kernels wait for the one before them", r);
+	}
+	return cmx_cuda_launch(f, grid, block, stream, args);
 }
 
 int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h) { return cu.IpcGetMemHandle(h, (CUdeviceptr)dptr) == 0; }

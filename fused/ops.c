@@ -413,7 +413,7 @@ static unsigned waiting_grid(const struct cmx_ops *o, uint64_t blocks)
  * the communicator may share the GPU too, so no share of the GPU that
  * counts only the communicator's ranks would do. */
 static int consume(struct cmx_ops *o, ops_call_t *O, void *f, uint64_t blocks, void *arg, uint32_t first, uint32_t tiles, int raise,
-		   void *stream)
+		   int early, void *stream)
 {
 	ops_call_t W = *O;
 	void *args[] = {&W, arg};
@@ -426,7 +426,13 @@ static int consume(struct cmx_ops *o, ops_call_t *O, void *f, uint64_t blocks, v
 			return 0;
 		W.split = 1;
 	}
-	return cmx_cuda_launch(f, waiting_grid(o, blocks), CMX_OPS_THREADS, stream, args);
+	/* early: the kernel before f raised every flag f waits for, after all
+	 * it wrote that f reads (the fused GEMV before its sum), so f may be
+	 * queued to start before that kernel ends (on sm_90 on, once all its
+	 * blocks have started: f's waiting blocks then take no place it
+	 * needs). Not under MPS: there f follows the await kernel and polls
+	 * no flags, so only stream order tells it the data are there. */
+	return (early && !o->mps ? cmx_cuda_launch_early : cmx_cuda_launch)(f, waiting_grid(o, blocks), CMX_OPS_THREADS, stream, args);
 }
 
 /* Queues a landing (the peers told, theirs awaited, the data half copied
@@ -434,7 +440,7 @@ static int consume(struct cmx_ops *o, ops_call_t *O, void *f, uint64_t blocks, v
 static int land(struct cmx_ops *o, ops_call_t *O, land_t *L, void *stream)
 {
 	const uint64_t blocks = (L->bytes + (uint64_t)CMX_OPS_THREADS * 16 - 1) / ((uint64_t)CMX_OPS_THREADS * 16);
-	return consume(o, O, land_k, blocks, L, L->tile, 1, 1, stream);
+	return consume(o, O, land_k, blocks, L, L->tile, 1, 1, 0, stream);
 }
 
 /* The operations, as their digests tell them apart: a rank that makes
@@ -602,7 +608,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	const int ok = (fused ? cmx_cuda_launch(f, grid, CMX_OPS_THREADS, stream, args)
 			      : k ? cmx_cublas_gemv(stream, dtype, m, k, batch, a, lda, x, ldx, o->peer[c->rank] + O.data, COLLMUX_FLOAT32, m)
 				  : cmx_cuda_memset_async(o->peer[c->rank] + O.data, 0, (size_t)m * batch * 4, stream)) &&
-		       consume(o, &O, fsum, tiles, &S, 0, S.units, !fused, stream) && end(o, stream);
+		       consume(o, &O, fsum, tiles, &S, 0, S.units, !fused, fused, stream) && end(o, stream);
 	return ok ? 0 : broken(fn, c, stream, fused ? "the kernel" : "cuBLAS or the kernel");
 }
 
@@ -818,7 +824,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 		uint32_t cols, tile;
 	} R = {out, ldo, (uint64_t)mine * (uint64_t)n, (uint64_t)mine * (uint64_t)n, (uint32_t)n, 0}; /* RSum in ops.cu */
 	const uint64_t blocks = (R.elems + CMX_OPS_THREADS - 1) / CMX_OPS_THREADS;
-	if (!ok || !consume(o, &O, f, blocks, &R, R.tile, 1, 1, stream) || !end(o, stream)) {
+	if (!ok || !consume(o, &O, f, blocks, &R, R.tile, 1, 1, 0, stream) || !end(o, stream)) {
 		return broken(fn, c, stream, "cuBLAS or the kernel");
 	}
 	return 0;

@@ -70,6 +70,34 @@ __device__ __forceinline__ void ops_raise(const OpsCall &O, u32 t)
 		st_release64(ops_flag(O, threadIdx.x, t, O.me), (u64)O.shape << 32 | O.seq);
 }
 
+// Lets the kernel queued after this one start once every block of this
+// one has (fused/ops.c queues the GEMV's sum so, cmx_cuda_launch_early):
+// the sum's blocks then take their places and wait on the flags while the
+// last GEMV blocks finish, instead of launching after them. The sum reads
+// nothing of this kernel's that its flags do not guard, and writes only y,
+// which may not overlap A or x (collmux.h) because of this. The GEMV
+// itself stays a plain launch, after the sum before it: the two data
+// halves the calls alternate between rely on that.
+__device__ __forceinline__ void ops_let_next_start()
+{
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+// The other end, in the kernel launched early: its end waits for the whole
+// kernel before it and that kernel's memory, as PTX asks of a dependent
+// grid, so that whatever follows it in the stream (the next call, an
+// event the program waits for) follows both; on a block that gave up on a
+// peer, the GEMV may still be reading A and x. Nothing where the kernel
+// was launched in plain stream order.
+__device__ __forceinline__ void ops_after_previous()
+{
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Polls rank p's flag of tile t here until it holds this call's number;
 // false, with the reason in err, when p did not raise it within the
 // timeout or called with another shape, or when another block gave up.
@@ -234,6 +262,7 @@ template <typename T, int NB> __device__ __forceinline__ void gemv_ar(const OpsC
 	const u32 tiles = (u32)((G.m + rows - 1) / rows);
 	const T *A = (const T *)G.a, *X = (const T *)G.x;
 	const u64 mb = (u64)G.m * G.batch; // one rank's partial, in floats
+	ops_let_next_start();
 	for (u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
 		const int row0 = t * rows + warp * G.rw;
 		float acc[CMX_OPS_RW][NB];
@@ -419,6 +448,7 @@ template <typename T, int NT> __device__ __forceinline__ void gemv_tc(const OpsC
 #pragma unroll
 	for (int n = 0; n < NT; n++)
 		xr[n] = g + 8 * n < G.batch ? X + (long long)(g + 8 * n) * G.ldx : NULL;
+	ops_let_next_start();
 	for (u32 unit = blockIdx.x; unit < units; unit += gridDim.x) {
 		const u32 t = unit / G.segs, seg = unit % G.segs;
 		const int s_lo = (int)((long long)chunks * seg / G.segs), s_hi = (int)((long long)chunks * (seg + 1) / G.segs);
@@ -503,6 +533,7 @@ template <typename T> __device__ __forceinline__ void ops_sum(const OpsCall &O, 
 			((T *)S.y)[(long long)b * S.ldy + row] = fromf(s, T());
 		}
 	}
+	ops_after_previous();
 }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_f32(const __grid_constant__ OpsCall O, const __grid_constant__ SumTo S) { ops_sum<float>(O, S); }
 extern "C" __global__ void __launch_bounds__(CMX_OPS_THREADS) cmx_ops_sum_f16(const __grid_constant__ OpsCall O, const __grid_constant__ SumTo S) { ops_sum<f16>(O, S); }

@@ -462,6 +462,13 @@ int cmx_cuda_mps(void);
 int cmx_cuda_driver_version(void);
 void *cmx_cuda_function(const void *image, const char *name, void **module);
 int cmx_cuda_launch(void *f, unsigned grid, unsigned block, void *stream, void **args);
+/* f queued so that it may start while the kernel before it in stream
+ * finishes, once that kernel's blocks have all started (and run
+ * griddepcontrol.launch_dependents): programmatic dependent launch, CUDA
+ * 12 and sm_90 on; as cmx_cuda_launch where the driver will not. f must
+ * itself wait for what it reads from that kernel, as the fused kernels'
+ * flags make it. */
+int cmx_cuda_launch_early(void *f, unsigned grid, unsigned block, void *stream, void **args);
 int cmx_cuda_ipc_handle(void *dptr, cmx_ipc_handle *h);
 void *cmx_cuda_ipc_open(cmx_ipc_handle h);
 void cmx_cuda_ipc_close(void *p);
