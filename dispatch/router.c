@@ -394,48 +394,56 @@ void cmx_backends_finalize(void)
 			backends[i].finalize();
 }
 
-/* Whether a device backend may run a call on device memory: one that MPI
- * would refuse (a root outside the communicator, a negative count or one
- * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
- * or op, a predefined op on a derived datatype, MINLOC or MAXLOC on
- * anything but a pair) goes to MPI, whose own checks report it before any
- * buffer is read, and before COLLMUX_CHECK communicates (the peers of an
- * erroneous call may not be in it). Other predefined datatypes an op is
- * not defined on are left to the path: MPIs differ there (Open MPI sums
- * MPI_BYTE, MPICH refuses), and every rank passes the same one. Only
- * what is significant on this rank is judged, as MPI does: a non-root's
- * receive datatype of a gather may be MPI_DATATYPE_NULL, its count
- * anything. */
-static int acceptable(const cmx_args *a, const cmx_comm *c)
+/* Whether a device backend may run a call on device memory. One that MPI
+ * would refuse for its arguments (a root outside the communicator, a
+ * negative count or one whose bytes overflow, MPI_IN_PLACE as a receive
+ * buffer, a null datatype or op) goes to MPI, whose own checks report it
+ * before any buffer is read, and before COLLMUX_CHECK communicates (the
+ * peers of an erroneous call may not be in it): returns
+ * CMX_BACKEND_MPI. A predefined op on a datatype collmux's kernels do
+ * not reduce (complex numbers, MPI_2REAL, a derived type; MINLOC or
+ * MAXLOC on anything but a pair) is well formed but for MPI to judge,
+ * and MPIs judge differently (Open MPI refuses a derived type, MPICH
+ * reduces one of a single basic type): it goes to the staged path, where
+ * MPI reduces host copies or refuses them, as it would natively; MPI
+ * itself would read the device buffers. Every rank passes the same
+ * datatype with a predefined op, so every rank decides alike. Returns
+ * CMX_BACKEND_STAGED for those, -1 for the rest. Other predefined
+ * datatypes an op is not defined on are left to the path: MPIs differ
+ * there too (Open MPI sums MPI_BYTE, MPICH refuses). Only what is
+ * significant on this rank is judged, as MPI does: a non-root's receive
+ * datatype of a gather may be MPI_DATATYPE_NULL, its count anything. */
+static int vet(const cmx_args *a, const cmx_comm *c)
 {
 	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
 	const int root = a->role & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT);
+	int op_type = -1;
 	for (int w = 0; w < 2; w++) {
 		const int64_t n = w ? a->rcount : a->scount;
 		if (a->used[w] && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
-			return 0;
+			return CMX_BACKEND_MPI;
 	}
 	if (a->rbuf == cmx_abi.in_place && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
-		return 0;
+		return CMX_BACKEND_MPI;
 	if (a->op == cmx_abi.op_null && a->op)
-		return 0;
-	if (cmx_families[a->coll].flags & CMX_FAM_REDUCES) { /* predefined ops take predefined datatypes only */
+		return CMX_BACKEND_MPI;
+	if (cmx_families[a->coll].flags & CMX_FAM_REDUCES) { /* a predefined op: on a type the kernels reduce? */
 		const int loc = a->opk == CMX_OP_MINLOC || a->opk == CMX_OP_MAXLOC;
 		if (a->opk != CMX_OP_USER && (a->kind[1] < 0 || (loc && a->kind[1] != CMX_KIND_PAIR)))
-			return 0;
+			op_type = CMX_BACKEND_STAGED; /* once the rest is known well formed */
 	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
-		return 0;
+		return CMX_BACKEND_MPI;
 	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
 				 a->coll != CMX_COLL_GATHERV || root ? a->rcounts : NULL};
 	int nin = c->size, nout = c->size;
 	if ((arrays[0] || arrays[1]) && cmx_peers(a, &nin, &nout) != 0)
-		return 0;
+		return CMX_BACKEND_MPI;
 	for (int w = 0; w < 2; w++)
 		for (int j = 0; arrays[w] && j < (w ? nin : nout); j++)
 			if (cmx_at(arrays[w], j, a->large) < 0 || cmx_at(arrays[w], j, a->large) > max)
-				return 0;
-	return 1;
+				return CMX_BACKEND_MPI;
+	return op_type;
 }
 
 static int start(cmx_args *a);
@@ -455,8 +463,9 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	a->mem = call_mem(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, start);
+	int must = -1; /* the backend the call's arguments leave it to */
 	if (c && !cmx_host_readable(a->mem)) {
-		if (!acceptable(a, c))
+		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
 			return run(c, a, CMX_BACKEND_MPI, used);
 		decode_moves(a);
 	}
@@ -470,6 +479,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
 	}
+	if (must >= 0)
+		*backend = must, *rule = -1;
 	/* the device backends move bytes: a datatype that does not move as
 	 * bytes on this rank is packed, not declined, or this rank would be
 	 * staged while its peers, passing the same signature in basic
