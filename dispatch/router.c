@@ -395,29 +395,27 @@ void cmx_backends_finalize(void)
 }
 
 /* Whether a device backend may run a call on device memory. One that MPI
- * would refuse for its arguments (a root outside the communicator, a
- * negative count or one whose bytes overflow, MPI_IN_PLACE as a receive
- * buffer, a null datatype or op) goes to MPI, whose own checks report it
+ * would refuse (a root outside the communicator, a negative count or one
+ * whose bytes overflow, MPI_IN_PLACE as a receive buffer, a null datatype
+ * or op, a predefined op on a derived datatype, MINLOC or MAXLOC on a
+ * datatype that is not a pair) goes to MPI, whose own checks report it
  * before any buffer is read, and before COLLMUX_CHECK communicates (the
- * peers of an erroneous call may not be in it): returns
- * CMX_BACKEND_MPI. A predefined op on a datatype collmux's kernels do
- * not reduce (complex numbers, MPI_2REAL, a derived type; MINLOC or
- * MAXLOC on anything but a pair) is well formed but for MPI to judge,
- * and MPIs judge differently (Open MPI refuses a derived type, MPICH
- * reduces one of a single basic type): it goes to the staged path, where
- * MPI reduces host copies or refuses them, as it would natively; MPI
- * itself would read the device buffers. Every rank passes the same
- * datatype with a predefined op, so every rank decides alike. Returns
- * CMX_BACKEND_STAGED for those, -1 for the rest. Other predefined
- * datatypes an op is not defined on are left to the path: MPIs differ
- * there too (Open MPI sums MPI_BYTE, MPICH refuses). Only what is
- * significant on this rank is judged, as MPI does: a non-root's receive
- * datatype of a gather may be MPI_DATATYPE_NULL, its count anything. */
+ * peers of an erroneous call may not be in it): returns CMX_BACKEND_MPI.
+ * A predefined op on a predefined datatype that collmux does not know
+ * (MPI_C_LONG_DOUBLE_COMPLEX, MPI_2REAL, ...) is for MPI to judge, but
+ * MPI itself would read the device buffers: it goes to the staged path,
+ * where MPI reduces host copies or refuses them as it would natively
+ * (every rank passes that same datatype): returns CMX_BACKEND_STAGED.
+ * Else -1. Other predefined datatypes an op is not defined on are left
+ * to the path: MPIs differ there (Open MPI sums MPI_BYTE, MPICH
+ * refuses), and every rank passes the same one. Only what is significant
+ * on this rank is judged, as MPI does: a non-root's receive datatype of
+ * a gather may be MPI_DATATYPE_NULL, its count anything. */
 static int vet(const cmx_args *a, const cmx_comm *c)
 {
 	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
 	const int root = a->role & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT);
-	int op_type = -1;
+	int unknown = 0; /* a predefined op on a datatype collmux's table lacks */
 	for (int w = 0; w < 2; w++) {
 		const int64_t n = w ? a->rcount : a->scount;
 		if (a->used[w] && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
@@ -427,10 +425,11 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 		return CMX_BACKEND_MPI;
 	if (a->op == cmx_abi.op_null && a->op)
 		return CMX_BACKEND_MPI;
-	if (cmx_families[a->coll].flags & CMX_FAM_REDUCES) { /* a predefined op: on a type the kernels reduce? */
+	if ((cmx_families[a->coll].flags & CMX_FAM_REDUCES) && a->opk != CMX_OP_USER) {
 		const int loc = a->opk == CMX_OP_MINLOC || a->opk == CMX_OP_MAXLOC;
-		if (a->opk != CMX_OP_USER && (a->kind[1] < 0 || (loc && a->kind[1] != CMX_KIND_PAIR)))
-			op_type = CMX_BACKEND_STAGED; /* once the rest is known well formed */
+		if (a->kind[1] >= 0 && loc && a->kind[1] != CMX_KIND_PAIR)
+			return CMX_BACKEND_MPI;
+		unknown = a->kind[1] < 0; /* asked of MPI once the rest is known well formed */
 	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return CMX_BACKEND_MPI;
@@ -443,7 +442,30 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 		for (int j = 0; arrays[w] && j < (w ? nin : nout); j++)
 			if (cmx_at(arrays[w], j, a->large) < 0 || cmx_at(arrays[w], j, a->large) > max)
 				return CMX_BACKEND_MPI;
-	return op_type;
+	if (unknown)
+		return cmx_type_derived(a->rtype) ? CMX_BACKEND_MPI : CMX_BACKEND_STAGED;
+	return -1;
+}
+
+/* A complex sum on device memory is a sum of real and imaginary parts:
+ * b becomes the call as floats (or doubles) of twice the count, which
+ * every device path reduces; returns whether it did. MPI's other ops on
+ * complex numbers (PROD) stay complex, for the staged path. Only calls of
+ * one count (not MPI_Reduce_scatter's array), and only while twice it
+ * still fits the call's count type: the staged path passes it on. Every
+ * rank passes the same datatype and op, so every rank decides alike. */
+static int complex_parts(const cmx_args *a, cmx_args *b)
+{
+	const int k = a->kind[1], dbl = k == CMX_KIND_COMPLEX128;
+	if (a->opk != CMX_OP_SUM || (k != CMX_KIND_COMPLEX64 && !dbl) || a->kind[0] != k || a->rcounts ||
+	    (!a->large && (a->scount > INT_MAX / 2 || a->rcount > INT_MAX / 2)))
+		return 0;
+	*b = *a;
+	b->stype = b->rtype = dbl ? cmx_abi.double_ : cmx_abi.float_;
+	b->scount *= 2, b->rcount *= 2;
+	for (int w = 0; w < 2; w++)
+		b->kind[w] = dbl ? CMX_KIND_FLOAT64 : CMX_KIND_FLOAT32, b->size[w] = a->size[w] / 2, b->move[w] /= 2;
+	return 1;
 }
 
 static int start(cmx_args *a);
@@ -464,17 +486,20 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, start);
 	int must = -1; /* the backend the call's arguments leave it to */
+	cmx_args parts;
 	if (c && !cmx_host_readable(a->mem)) {
 		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
 			return run(c, a, CMX_BACKEND_MPI, used);
 		decode_moves(a);
+		if (complex_parts(a, &parts))
+			a = &parts; /* routed and run as parts; the caller keeps its own */
 	}
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
 		const cmx_route *r = pick(c, a, *bytes);
 		if (r)
 			*backend = r->backend, *rule = r->rule;
-		if (cmx_cfg.check && (rc = check(a, c, *bytes)) != 0)
+		if (cmx_cfg.check && must < 0 && (rc = check(a, c, *bytes)) != 0) /* staged: MPI judges the call */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
@@ -511,6 +536,9 @@ static int solo(cmx_args *a, int *used)
 	decode_moves(a);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return *used = CMX_BACKEND_STAGED, cmx_req_persistent(a, start);
+	cmx_args parts;
+	if (complex_parts(a, &parts)) /* MPI_Reduce_local */
+		a = &parts;
 	return run(NULL, a, cmx_coll_class[a->coll] == CMX_CLASS_LOCAL ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 

@@ -60,12 +60,16 @@ const (
 	KindByte // MPI_BYTE: bitwise ops only
 	KindChar // MPI_CHAR, MPI_WCHAR: no reduction ops in the standard (one the MPI reduces anyway is decoded as an integer at run time: cmx_mpi_probe)
 	KindPair // value/index pairs (MPI_DOUBLE_INT, ...): MINLOC/MAXLOC only
+	// complex numbers of two float32 or float64 parts: SUM and PROD
+	// (a device SUM runs as a sum of twice as many parts: dispatch)
+	KindComplex64
+	KindComplex128
 	kindCount
 )
 
 var kindNames = [...]string{"other", "int8", "uint8", "int16", "uint16", "int32", "uint32",
 	"int64", "uint64", "float16", "bfloat16", "float32", "float64", "longdouble",
-	"bool", "byte", "char", "pair"}
+	"bool", "byte", "char", "pair", "complex64", "complex128"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -79,6 +83,9 @@ func (k Kind) Integer() bool { return k >= KindInt8 && k <= KindUint64 }
 
 // Floating reports whether k is a floating-point type.
 func (k Kind) Floating() bool { return k >= KindFloat16 && k <= KindLongDouble }
+
+// Complex reports whether k is a complex type.
+func (k Kind) Complex() bool { return k == KindComplex64 || k == KindComplex128 }
 
 // Op is a predefined reduction operation.
 type Op uint8
@@ -119,7 +126,7 @@ func (o Op) String() string {
 func (o Op) Valid(k Kind) bool {
 	switch o {
 	case OpSum, OpProd:
-		return k.Integer() || k.Floating()
+		return k.Integer() || k.Floating() || k.Complex()
 	case OpMin, OpMax:
 		return k.Integer() || k.Floating()
 	case OpLand, OpLor, OpLxor:
@@ -185,6 +192,14 @@ var Datatypes = []Datatype{
 	{"MPI_DOUBLE_PRECISION", KindFloat64, 8, 0x4c00081f, 0x21c, "ompi_mpi_dblprec"},
 	{"MPI_DOUBLE", KindFloat64, 8, 0x4c00080b, 0x214, "ompi_mpi_double"},
 	{"MPI_LONG_DOUBLE", KindLongDouble, 16, 0x4c00100c, 0x220, "ompi_mpi_long_double"},
+	{"MPI_C_FLOAT_COMPLEX", KindComplex64, 8, 0x4c000840, 0x212, "ompi_mpi_c_float_complex"},
+	{"MPI_C_DOUBLE_COMPLEX", KindComplex128, 16, 0x4c001041, 0x216, "ompi_mpi_c_double_complex"},
+	{"MPI_CXX_FLOAT_COMPLEX", KindComplex64, 8, 0x4c000834, 0x213, "ompi_mpi_cxx_cplex"},
+	{"MPI_CXX_DOUBLE_COMPLEX", KindComplex128, 16, 0x4c001035, 0x217, "ompi_mpi_cxx_dblcplex"},
+	{"MPI_COMPLEX", KindComplex64, 8, 0x4c00081e, 0x21b, "ompi_mpi_cplex"},
+	{"MPI_DOUBLE_COMPLEX", KindComplex128, 16, 0x4c001022, 0x21d, "ompi_mpi_dblcplex"},
+	{"MPI_COMPLEX8", KindComplex64, 8, 0x4c000828, 0x2db, "ompi_mpi_complex8"},
+	{"MPI_COMPLEX16", KindComplex128, 16, 0x4c00102a, 0x2e3, "ompi_mpi_complex16"},
 	{"MPIX_C_FLOAT16", KindFloat16, 2, 0x4c000246, 0, ""},
 	{"MPIX_BFLOAT16", KindBFloat16, 2, 0x4c00024c, 0, ""},
 	{"MPI_FLOAT_INT", KindPair, 8, 0x8c000000, 0x228, "ompi_mpi_float_int"},

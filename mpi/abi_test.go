@@ -80,6 +80,10 @@ func TestOpValid(t *testing.T) {
 		{OpMax, KindBFloat16, true},
 		{OpMaxloc, KindPair, true},
 		{OpMaxloc, KindInt32, false},
+		{OpSum, KindComplex64, true},
+		{OpProd, KindComplex128, true},
+		{OpMax, KindComplex64, false},
+		{OpLand, KindComplex128, false},
 		{OpUser, KindInt32, false},
 	}
 	for _, tc := range cases {

@@ -104,10 +104,9 @@ static void type_free(cmx_h t)
 	cmx_px.Type_free(&slot);
 }
 
-/* Whether a datatype get_contents returned is a new handle to free: a
- * derived one (its envelope lists datatypes; a predefined one's, named or
- * Fortran parameterized, lists none). */
-static int derived(cmx_h t)
+/* A derived datatype's envelope lists datatypes; a predefined one's,
+ * named or Fortran parameterized, lists none. */
+int cmx_type_derived(cmx_h t)
 {
 	int k, size, ni, na, nd, comb;
 	return !cmx_dtype_info(t, &k, &size) && cmx_px.Type_get_envelope(t, &ni, &na, &nd, &comb) == 0 && nd > 0;
@@ -141,7 +140,7 @@ static int sig_fold(cmx_h dtype, int depth, int *kind)
 	for (int i = 0; got && i < nd; i++) {
 		const cmx_h part = cmx_type_at(types, i);
 		ok = ok && ((is_struct && ints[1 + i] == 0) || sig_fold(part, depth + 1, kind));
-		if (derived(part))
+		if (cmx_type_derived(part)) /* a new handle get_contents made */
 			type_free(part);
 	}
 	free(ints), free(aints), free(types);

@@ -202,6 +202,8 @@ static void detect_abi(void)
 	cmx_abi.uint64 = predef_by_name(cmx_predef_dtypes, "MPI_UINT64_T");
 	cmx_abi.byte = predef_by_name(cmx_predef_dtypes, "MPI_BYTE");
 	cmx_abi.int_ = predef_by_name(cmx_predef_dtypes, "MPI_INT");
+	cmx_abi.float_ = predef_by_name(cmx_predef_dtypes, "MPI_FLOAT");
+	cmx_abi.double_ = predef_by_name(cmx_predef_dtypes, "MPI_DOUBLE");
 	cmx_abi.two_int = predef_by_name(cmx_predef_dtypes, "MPI_2INT");
 	cmx_abi.op_sum = predef_by_name(cmx_predef_ops, "MPI_SUM");
 	cmx_abi.op_min = predef_by_name(cmx_predef_ops, "MPI_MIN");

@@ -38,13 +38,24 @@ static struct {
 } nc;
 
 enum { NCCL_UINT8 = 1 };
-/* CMX_KIND_* -> ncclDataType_t, -1 where NCCL has no such type */
-static const int nccl_type[CMX_NKIND] = {
-	[CMX_KIND_OTHER] = -1, [CMX_KIND_INT8] = 0, [CMX_KIND_UINT8] = 1, [CMX_KIND_INT16] = -1, [CMX_KIND_UINT16] = -1,
-	[CMX_KIND_INT32] = 2, [CMX_KIND_UINT32] = 3, [CMX_KIND_INT64] = 4, [CMX_KIND_UINT64] = 5, [CMX_KIND_FLOAT16] = 6,
-	[CMX_KIND_BFLOAT16] = 9, [CMX_KIND_FLOAT32] = 7, [CMX_KIND_FLOAT64] = 8, [CMX_KIND_LONGDOUBLE] = -1,
-	[CMX_KIND_BOOL] = -1, [CMX_KIND_BYTE] = -1, [CMX_KIND_CHAR] = -1, [CMX_KIND_PAIR] = -1,
-};
+/* CMX_KIND_* -> ncclDataType_t, -1 where NCCL has no such type (a
+ * complex sum reaches NCCL as a sum of its parts: dispatch) */
+static int nccl_type(int kind)
+{
+	switch (kind) {
+	case CMX_KIND_INT8: return 0;
+	case CMX_KIND_UINT8: return 1;
+	case CMX_KIND_INT32: return 2;
+	case CMX_KIND_UINT32: return 3;
+	case CMX_KIND_INT64: return 4;
+	case CMX_KIND_UINT64: return 5;
+	case CMX_KIND_FLOAT16: return 6;
+	case CMX_KIND_FLOAT32: return 7;
+	case CMX_KIND_FLOAT64: return 8;
+	case CMX_KIND_BFLOAT16: return 9;
+	}
+	return -1;
+}
 /* CMX_OP_* -> ncclRedOp_t */
 static int nccl_op(int op)
 {
@@ -137,11 +148,11 @@ int cmx_nccl_ready(cmx_comm *c, const void *buf)
 
 int cmx_nccl_sum_on(cmx_comm *c, void *buf, size_t n, int kind, size_t rows, size_t stride, void *stream)
 {
-	if (!cmx_nccl_ready(c, buf) || nccl_type[kind] < 0 || !nc.GroupStart)
+	if (!cmx_nccl_ready(c, buf) || nccl_type(kind) < 0 || !nc.GroupStart)
 		return 0;
 	int r = nc.GroupStart();
 	for (size_t i = 0; i < rows && r == 0; i++)
-		r = nc.AllReduce((char *)buf + i * stride, (char *)buf + i * stride, n, nccl_type[kind], 0, c->nccl, stream);
+		r = nc.AllReduce((char *)buf + i * stride, (char *)buf + i * stride, n, nccl_type(kind), 0, c->nccl, stream);
 	const int end = nc.GroupEnd();
 	return r == 0 && end == 0;
 }
@@ -287,9 +298,9 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 	case CMX_COLL_REDUCE_SCATTER_BLOCK:
 	case CMX_COLL_REDUCE_SCATTER: {
 		const int kind = a->kind[1], op = a->opk;
-		if (kind < 0 || nccl_type[kind] < 0 || nccl_op(op) < 0 || !cmx_op_valid[op][kind])
+		if (kind < 0 || nccl_type(kind) < 0 || nccl_op(op) < 0 || !cmx_op_valid[op][kind])
 			return -2;
-		int dt = nccl_type[kind], o = nccl_op(op);
+		int dt = nccl_type(kind), o = nccl_op(op);
 		size = a->size[1];
 		const void *s = ip ? a->rbuf : a->sbuf;
 		/* NCCL's kernels fault (and kill the CUDA context) on elements

@@ -104,6 +104,7 @@ typedef struct {
 	const void *in_place;
 	cmx_h comm_world, comm_self, comm_null, dtype_null, op_null, info_null;
 	cmx_h uint64, op_sum, op_min, op_max, byte, int_; /* for collmux's own calls */
+	cmx_h float_, double_;     /* the parts of a complex sum (dispatch) */
 	cmx_h two_int;             /* MPI_2INT: the one pair whose elements are of one kind */
 	int root, proc_null, err_other;
 	cmx_h request_null;
@@ -653,6 +654,9 @@ int cmx_type_extents(cmx_h dtype, cmx_aint *ext, cmx_aint *tlb, cmx_aint *text);
  * Ranks passing the same signature through different datatypes (a
  * contiguous type of floats on one, floats on another) get the same kind. */
 int cmx_sig_kind(cmx_h dtype);
+/* Whether dtype is derived (not predefined, named or Fortran
+ * parameterized); asks MPI unless collmux's table knows the type. */
+int cmx_type_derived(cmx_h dtype);
 /* How many blocks the send (*nout) and receive (*nin) arrays of a call
  * hold: the communicator's size, the remote group's on an
  * intercommunicator, the out- and in-degree of the topology for the

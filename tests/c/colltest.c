@@ -257,10 +257,10 @@ static void test_loc(MPI_Comm comm)
 	FREE(in), FREE(out);
 }
 
-/* Predefined ops on datatypes that collmux's kernels do not reduce
- * (complex numbers; a derived type of one basic type, which Open MPI
- * refuses and MPICH reduces): the MPI's own verdict, result or error
- * class, whatever memory holds the buffers. */
+/* Predefined ops on complex numbers, which device paths sum as parts and
+ * leave the rest of to MPI (a product, or a maximum, which MPI refuses),
+ * and on a derived type (which MPI refuses too): the MPI's own verdict,
+ * result or error class, whatever memory holds the buffers. */
 static void test_other_types(MPI_Comm world)
 {
 	MPI_Comm comm;
@@ -297,6 +297,43 @@ static void test_other_types(MPI_Comm world)
 		snprintf(name, sizeof name, "world.reduce.float_complex.%s.class%d", names[o], cls);
 		report(name, fout, N * sizeof *fout, comm);
 	}
+	/* the sums device paths run as sums of parts: in place, scan,
+	 * reduce_scatter_block, nonblocking, local; reduce_scatter's count
+	 * array keeps it complex */
+	double _Complex *big = CALLOC(2 * (size_t)size, sizeof(double _Complex)), *blk = CALLOC(2, sizeof(double _Complex));
+	int *rcnt = MALLOC(sizeof(int) * (size_t)size);
+	for (int j = 0; j < 2 * size; j++)
+		big[j] = (double)(rank + j) - (double)j * 0.5i;
+	for (int j = 0; j < size; j++)
+		rcnt[j] = 2;
+	memcpy(out, in, N * sizeof *out);
+	CALL(MPI_Allreduce(MPI_IN_PLACE, D(out), N, MPI_C_DOUBLE_COMPLEX, MPI_SUM, comm));
+	report("world.allreduce.double_complex.sum.ip", out, N * sizeof *out, comm);
+	CALL(MPI_Scan(D(fin), D(fout), N, MPI_C_FLOAT_COMPLEX, MPI_SUM, comm));
+	report("world.scan.float_complex.sum", fout, N * sizeof *fout, comm);
+	CALL(MPI_Reduce_scatter_block(D(big), D(blk), 2, MPI_C_DOUBLE_COMPLEX, MPI_SUM, comm));
+	report("world.rsb.double_complex.sum", blk, 2 * sizeof *blk, comm);
+	CALL(MPI_Reduce_scatter(D(big), D(blk), rcnt, MPI_C_DOUBLE_COMPLEX, MPI_SUM, comm));
+	report("world.rs.double_complex.sum", blk, 2 * sizeof *blk, comm);
+	MPI_Request req;
+	CALL((MPI_Iallreduce(D(in), D(out), N, MPI_C_DOUBLE_COMPLEX, MPI_SUM, comm, &req), MPI_Wait(&req, MPI_STATUS_IGNORE)));
+	report("world.iallreduce.double_complex.sum", out, N * sizeof *out, comm);
+	memcpy(out, in, N * sizeof *out);
+	CALL(MPI_Reduce_local(D(in), D(out), N, MPI_C_DOUBLE_COMPLEX, MPI_SUM));
+	CALL(MPI_Reduce_local(D(in), D(out), N, MPI_C_DOUBLE_COMPLEX, MPI_PROD));
+	for (int j = 0; j < N; j++)
+		CHECK(out[j] == 2 * in[j] * in[j], "reduce_local double complex sum, prod j=%d", j);
+	report("world.reduce_local.double_complex.sum.prod", out, N * sizeof *out, comm);
+	FREE(big), FREE(blk), FREE(rcnt);
+	/* a predefined type collmux does not know: MPI's sum of host copies */
+	long double _Complex *lin = CALLOC(N, sizeof(long double _Complex)), *lout = CALLOC(N, sizeof(long double _Complex));
+	for (int j = 0; j < N; j++)
+		lin[j] = (long double)(rank + j) + (long double)j * 1.0i;
+	CALL(MPI_Allreduce(D(lin), D(lout), N, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, comm));
+	for (int j = 0; j < N; j++)
+		CHECK(creall(lout[j]) == (long double)(size * (size - 1) / 2 + size * j) && cimagl(lout[j]) == (long double)(size * j),
+		      "allreduce long double complex sum j=%d", j);
+	FREE(lin), FREE(lout);
 	MPI_Datatype pair;
 	MPI_Type_contiguous(2, MPI_DOUBLE, &pair);
 	MPI_Type_commit(&pair);
