@@ -55,7 +55,7 @@ struct cmx_req {
 	int failed;
 	int (*then)(void *, int); /* cmx_req_then's: after finishing, or when discarded unfinished */
 	void *then_arg;
-	void *keep[5]; /* memory the call uses until it completes (narrowed arrays), freed */
+	void *keep[6]; /* memory the call uses until it completes (narrowed arrays; a persistent call's copies, until it is freed), freed */
 	void *pinned;  /* its pinned host copies (cmx_pinned_get), returned to the pool */
 	size_t pinned_len;
 	/* REQ_PERSIST */
@@ -594,6 +594,47 @@ int cmx_req_free(void *req)
 /* A persistent call collmux runs itself: the program holds an anchor, a
  * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
  * soon as it starts; each start runs the call in its nonblocking form. */
+/* A copy of the n entries of size sz at arr, kept by e; arr itself when
+ * there is none to copy or no memory (then the program's array is read). */
+static const void *keep_copy(cmx_req *e, const void *arr, int n, size_t sz)
+{
+	void *c = arr && n > 0 ? malloc((size_t)n * sz) : NULL;
+	if (!c)
+		return arr;
+	memcpy(c, arr, (size_t)n * sz);
+	cmx_req_keep(e, c);
+	return c;
+}
+
+/* Every start reads the call's count, displacement and datatype arrays,
+ * but the program may free or change them once the init has returned
+ * (mpi4py frees the int arrays it narrows an MPI_X_init_c call into, as
+ * MPIs copy them): the request keeps its own copies of those significant
+ * on this rank (a non-root's Gatherv counts may be any pointer). An
+ * erroneous call (a neighborhood call without a topology) keeps the
+ * program's, for its starts to fail on as MPI's would. */
+static void keep_arrays(cmx_req *e, cmx_args *a)
+{
+	int nin = 0, nout = 0, me = 0, inter = 0;
+	if ((!a->scounts && !a->rcounts && !a->stypes && !a->rtypes) || cmx_peers(a, &nin, &nout) != 0 ||
+	    cmx_px.Comm_rank(a->comm, &me) != 0 || cmx_px.Comm_test_inter(a->comm, &inter) != 0)
+		return;
+	const int root = cmx_is_root(a, inter, me);
+	const int ssig = a->coll != CMX_COLL_SCATTERV || root, rsig = a->coll != CMX_COLL_GATHERV || root;
+	const size_t cnt = a->large ? sizeof(cmx_count) : sizeof(int), h = cmx_abi.int_handles ? sizeof(int) : sizeof(cmx_h);
+	const size_t disp = a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW ? sizeof(cmx_aint) : sizeof(int);
+	if (ssig) {
+		a->scounts = keep_copy(e, a->scounts, nout, cnt);
+		a->sdispls = keep_copy(e, a->sdispls, nout, disp);
+		a->stypes = keep_copy(e, a->stypes, nout, h);
+	}
+	if (rsig) {
+		a->rcounts = keep_copy(e, a->rcounts, nin, cnt);
+		a->rdispls = keep_copy(e, a->rdispls, nin, disp);
+		a->rtypes = keep_copy(e, a->rtypes, nin, h);
+	}
+}
+
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
 	cmx_req *e = cmx_req_new(a->fn);
@@ -609,6 +650,7 @@ int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 	e->args.fn = cmx_fn_nb[a->fn];
 	e->args.form = CMX_FORM_NONBLOCKING;
 	e->args.req = NULL;
+	keep_arrays(e, &e->args);
 	e->start = start;
 	add(e, cmx_req_get(a->req));
 	return 0;
