@@ -4,7 +4,7 @@
 
 #include "cmx.h"
 
-CMX_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
+static int wrap_MPI_Accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ACCUMULATE))) {
 		if (cmx_on_device(origin_addr))
@@ -15,7 +15,10 @@ CMX_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, cmx_h o
 	return ((int (*)(const void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_ACCUMULATE])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
 }
 
-CMX_EXPORT int MPI_Accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
+static void *resolve_MPI_Accumulate(void) { return cmx_export_unless_absent((void *)wrap_MPI_Accumulate, "PMPI_Accumulate", NULL); }
+CMX_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win) __attribute__((ifunc("resolve_MPI_Accumulate")));
+
+static int wrap_MPI_Accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ACCUMULATE_C))) {
 		if (cmx_on_device(origin_addr))
@@ -31,7 +34,10 @@ CMX_EXPORT int MPI_Accumulate_c(const void *origin_addr, cmx_count origin_count,
 	return ((int (*)(const void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_ACCUMULATE_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
 }
 
-CMX_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h win)
+static void *resolve_MPI_Accumulate_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Accumulate_c, "PMPI_Accumulate_c", "PMPI_Accumulate"); }
+CMX_EXPORT int MPI_Accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win) __attribute__((ifunc("resolve_MPI_Accumulate_c")));
+
+static int wrap_MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_COMPARE_AND_SWAP))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(compare_addr) || cmx_on_device(result_addr))
@@ -42,7 +48,10 @@ CMX_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compare
 	return ((int (*)(const void *, const void *, void *, cmx_h, int, cmx_aint, cmx_h))cmx_upmpi[CMX_UFN_COMPARE_AND_SWAP])(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
 }
 
-CMX_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h op, cmx_h win)
+static void *resolve_MPI_Compare_and_swap(void) { return cmx_export_unless_absent((void *)wrap_MPI_Compare_and_swap, "PMPI_Compare_and_swap", NULL); }
+CMX_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h win) __attribute__((ifunc("resolve_MPI_Compare_and_swap")));
+
+static int wrap_MPI_Fetch_and_op(const void *origin_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h op, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FETCH_AND_OP))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(result_addr))
@@ -53,7 +62,10 @@ CMX_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, cmx_
 	return ((int (*)(const void *, void *, cmx_h, int, cmx_aint, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_FETCH_AND_OP])(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
 }
 
-CMX_EXPORT int MPI_Get(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win)
+static void *resolve_MPI_Fetch_and_op(void) { return cmx_export_unless_absent((void *)wrap_MPI_Fetch_and_op, "PMPI_Fetch_and_op", NULL); }
+CMX_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, cmx_h datatype, int target_rank, cmx_aint target_disp, cmx_h op, cmx_h win) __attribute__((ifunc("resolve_MPI_Fetch_and_op")));
+
+static int wrap_MPI_Get(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_GET))) {
 		if (cmx_on_device(origin_addr))
@@ -64,7 +76,10 @@ CMX_EXPORT int MPI_Get(void *origin_addr, int origin_count, cmx_h origin_datatyp
 	return ((int (*)(void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_GET])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
 }
 
-CMX_EXPORT int MPI_Get_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win)
+static void *resolve_MPI_Get(void) { return cmx_export_unless_absent((void *)wrap_MPI_Get, "PMPI_Get", NULL); }
+CMX_EXPORT int MPI_Get(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win) __attribute__((ifunc("resolve_MPI_Get")));
+
+static int wrap_MPI_Get_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_GET_C))) {
 		if (cmx_on_device(origin_addr))
@@ -80,7 +95,10 @@ CMX_EXPORT int MPI_Get_c(void *origin_addr, cmx_count origin_count, cmx_h origin
 	return ((int (*)(void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_GET_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
 }
 
-CMX_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
+static void *resolve_MPI_Get_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Get_c, "PMPI_Get_c", "PMPI_Get"); }
+CMX_EXPORT int MPI_Get_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win) __attribute__((ifunc("resolve_MPI_Get_c")));
+
+static int wrap_MPI_Get_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_GET_ACCUMULATE))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(result_addr))
@@ -91,7 +109,10 @@ CMX_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, cmx
 	return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_GET_ACCUMULATE])(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
 }
 
-CMX_EXPORT int MPI_Get_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
+static void *resolve_MPI_Get_accumulate(void) { return cmx_export_unless_absent((void *)wrap_MPI_Get_accumulate, "PMPI_Get_accumulate", NULL); }
+CMX_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win) __attribute__((ifunc("resolve_MPI_Get_accumulate")));
+
+static int wrap_MPI_Get_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_GET_ACCUMULATE_C))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(result_addr))
@@ -107,7 +128,10 @@ CMX_EXPORT int MPI_Get_accumulate_c(const void *origin_addr, cmx_count origin_co
 	return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_GET_ACCUMULATE_C])(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
 }
 
-CMX_EXPORT int MPI_Put(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win)
+static void *resolve_MPI_Get_accumulate_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Get_accumulate_c, "PMPI_Get_accumulate_c", "PMPI_Get_accumulate"); }
+CMX_EXPORT int MPI_Get_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win) __attribute__((ifunc("resolve_MPI_Get_accumulate_c")));
+
+static int wrap_MPI_Put(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PUT))) {
 		if (cmx_on_device(origin_addr))
@@ -118,7 +142,10 @@ CMX_EXPORT int MPI_Put(const void *origin_addr, int origin_count, cmx_h origin_d
 	return ((int (*)(const void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_PUT])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
 }
 
-CMX_EXPORT int MPI_Put_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win)
+static void *resolve_MPI_Put(void) { return cmx_export_unless_absent((void *)wrap_MPI_Put, "PMPI_Put", NULL); }
+CMX_EXPORT int MPI_Put(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win) __attribute__((ifunc("resolve_MPI_Put")));
+
+static int wrap_MPI_Put_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PUT_C))) {
 		if (cmx_on_device(origin_addr))
@@ -134,7 +161,10 @@ CMX_EXPORT int MPI_Put_c(const void *origin_addr, cmx_count origin_count, cmx_h 
 	return ((int (*)(const void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_PUT_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
 }
 
-CMX_EXPORT int MPI_Raccumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
+static void *resolve_MPI_Put_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Put_c, "PMPI_Put_c", "PMPI_Put"); }
+CMX_EXPORT int MPI_Put_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win) __attribute__((ifunc("resolve_MPI_Put_c")));
+
+static int wrap_MPI_Raccumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RACCUMULATE))) {
 		if (cmx_on_device(origin_addr))
@@ -145,7 +175,10 @@ CMX_EXPORT int MPI_Raccumulate(const void *origin_addr, int origin_count, cmx_h 
 	return ((int (*)(const void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RACCUMULATE])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
 }
 
-CMX_EXPORT int MPI_Raccumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
+static void *resolve_MPI_Raccumulate(void) { return cmx_export_unless_absent((void *)wrap_MPI_Raccumulate, "PMPI_Raccumulate", NULL); }
+CMX_EXPORT int MPI_Raccumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Raccumulate")));
+
+static int wrap_MPI_Raccumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RACCUMULATE_C))) {
 		if (cmx_on_device(origin_addr))
@@ -161,7 +194,10 @@ CMX_EXPORT int MPI_Raccumulate_c(const void *origin_addr, cmx_count origin_count
 	return ((int (*)(const void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RACCUMULATE_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
 }
 
-CMX_EXPORT int MPI_Rget(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request)
+static void *resolve_MPI_Raccumulate_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Raccumulate_c, "PMPI_Raccumulate_c", "PMPI_Raccumulate"); }
+CMX_EXPORT int MPI_Raccumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Raccumulate_c")));
+
+static int wrap_MPI_Rget(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RGET))) {
 		if (cmx_on_device(origin_addr))
@@ -172,7 +208,10 @@ CMX_EXPORT int MPI_Rget(void *origin_addr, int origin_count, cmx_h origin_dataty
 	return ((int (*)(void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RGET])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
 }
 
-CMX_EXPORT int MPI_Rget_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request)
+static void *resolve_MPI_Rget(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rget, "PMPI_Rget", NULL); }
+CMX_EXPORT int MPI_Rget(void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rget")));
+
+static int wrap_MPI_Rget_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RGET_C))) {
 		if (cmx_on_device(origin_addr))
@@ -188,7 +227,10 @@ CMX_EXPORT int MPI_Rget_c(void *origin_addr, cmx_count origin_count, cmx_h origi
 	return ((int (*)(void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RGET_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
 }
 
-CMX_EXPORT int MPI_Rget_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
+static void *resolve_MPI_Rget_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rget_c, "PMPI_Rget_c", "PMPI_Rget"); }
+CMX_EXPORT int MPI_Rget_c(void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rget_c")));
+
+static int wrap_MPI_Rget_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RGET_ACCUMULATE))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(result_addr))
@@ -199,7 +241,10 @@ CMX_EXPORT int MPI_Rget_accumulate(const void *origin_addr, int origin_count, cm
 	return ((int (*)(const void *, int, cmx_h, void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RGET_ACCUMULATE])(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
 }
 
-CMX_EXPORT int MPI_Rget_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
+static void *resolve_MPI_Rget_accumulate(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rget_accumulate, "PMPI_Rget_accumulate", NULL); }
+CMX_EXPORT int MPI_Rget_accumulate(const void *origin_addr, int origin_count, cmx_h origin_datatype, void *result_addr, int result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rget_accumulate")));
+
+static int wrap_MPI_Rget_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RGET_ACCUMULATE_C))) {
 		if (cmx_on_device(origin_addr) || cmx_on_device(result_addr))
@@ -215,7 +260,10 @@ CMX_EXPORT int MPI_Rget_accumulate_c(const void *origin_addr, cmx_count origin_c
 	return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RGET_ACCUMULATE_C])(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
 }
 
-CMX_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request)
+static void *resolve_MPI_Rget_accumulate_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rget_accumulate_c, "PMPI_Rget_accumulate_c", "PMPI_Rget_accumulate"); }
+CMX_EXPORT int MPI_Rget_accumulate_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, void *result_addr, cmx_count result_count, cmx_h result_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h op, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rget_accumulate_c")));
+
+static int wrap_MPI_Rput(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RPUT))) {
 		if (cmx_on_device(origin_addr))
@@ -226,7 +274,10 @@ CMX_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, cmx_h origin_
 	return ((int (*)(const void *, int, cmx_h, int, cmx_aint, int, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RPUT])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
 }
 
-CMX_EXPORT int MPI_Rput_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request)
+static void *resolve_MPI_Rput(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rput, "PMPI_Rput", NULL); }
+CMX_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, int target_count, cmx_h target_datatype, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rput")));
+
+static int wrap_MPI_Rput_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_RPUT_C))) {
 		if (cmx_on_device(origin_addr))
@@ -242,7 +293,10 @@ CMX_EXPORT int MPI_Rput_c(const void *origin_addr, cmx_count origin_count, cmx_h
 	return ((int (*)(const void *, cmx_count, cmx_h, int, cmx_aint, cmx_count, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_RPUT_C])(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
 }
 
-CMX_EXPORT int MPI_Win_attach(cmx_h win, void *base, cmx_aint size)
+static void *resolve_MPI_Rput_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Rput_c, "PMPI_Rput_c", "PMPI_Rput"); }
+CMX_EXPORT int MPI_Rput_c(const void *origin_addr, cmx_count origin_count, cmx_h origin_datatype, int target_rank, cmx_aint target_disp, cmx_count target_count, cmx_h target_datatype, cmx_h win, void *request) __attribute__((ifunc("resolve_MPI_Rput_c")));
+
+static int wrap_MPI_Win_attach(cmx_h win, void *base, cmx_aint size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_WIN_ATTACH))) {
 		if (cmx_on_device(base))
@@ -253,7 +307,10 @@ CMX_EXPORT int MPI_Win_attach(cmx_h win, void *base, cmx_aint size)
 	return ((int (*)(cmx_h, void *, cmx_aint))cmx_upmpi[CMX_UFN_WIN_ATTACH])(win, base, size);
 }
 
-CMX_EXPORT int MPI_Win_create(void *base, cmx_aint size, int disp_unit, cmx_h info, cmx_h comm, void *win)
+static void *resolve_MPI_Win_attach(void) { return cmx_export_unless_absent((void *)wrap_MPI_Win_attach, "PMPI_Win_attach", NULL); }
+CMX_EXPORT int MPI_Win_attach(cmx_h win, void *base, cmx_aint size) __attribute__((ifunc("resolve_MPI_Win_attach")));
+
+static int wrap_MPI_Win_create(void *base, cmx_aint size, int disp_unit, cmx_h info, cmx_h comm, void *win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_WIN_CREATE))) {
 		if (cmx_on_device(base))
@@ -264,7 +321,10 @@ CMX_EXPORT int MPI_Win_create(void *base, cmx_aint size, int disp_unit, cmx_h in
 	return ((int (*)(void *, cmx_aint, int, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_WIN_CREATE])(base, size, disp_unit, info, comm, win);
 }
 
-CMX_EXPORT int MPI_Win_create_c(void *base, cmx_aint size, cmx_aint disp_unit, cmx_h info, cmx_h comm, void *win)
+static void *resolve_MPI_Win_create(void) { return cmx_export_unless_absent((void *)wrap_MPI_Win_create, "PMPI_Win_create", NULL); }
+CMX_EXPORT int MPI_Win_create(void *base, cmx_aint size, int disp_unit, cmx_h info, cmx_h comm, void *win) __attribute__((ifunc("resolve_MPI_Win_create")));
+
+static int wrap_MPI_Win_create_c(void *base, cmx_aint size, cmx_aint disp_unit, cmx_h info, cmx_h comm, void *win)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_WIN_CREATE_C))) {
 		if (cmx_on_device(base))
@@ -280,7 +340,10 @@ CMX_EXPORT int MPI_Win_create_c(void *base, cmx_aint size, cmx_aint disp_unit, c
 	return ((int (*)(void *, cmx_aint, cmx_aint, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_WIN_CREATE_C])(base, size, disp_unit, info, comm, win);
 }
 
-CMX_EXPORT int MPI_File_iread(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_Win_create_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Win_create_c, "PMPI_Win_create_c", "PMPI_Win_create"); }
+CMX_EXPORT int MPI_Win_create_c(void *base, cmx_aint size, cmx_aint disp_unit, cmx_h info, cmx_h comm, void *win) __attribute__((ifunc("resolve_MPI_Win_create_c")));
+
+static int wrap_MPI_File_iread(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD))) {
 		if (cmx_on_device(buf))
@@ -291,7 +354,10 @@ CMX_EXPORT int MPI_File_iread(cmx_h fh, void *buf, int count, cmx_h datatype, vo
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread, "PMPI_File_iread", NULL); }
+CMX_EXPORT int MPI_File_iread(cmx_h fh, void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread")));
+
+static int wrap_MPI_File_iread_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_C))) {
 		if (cmx_on_device(buf))
@@ -307,7 +373,10 @@ CMX_EXPORT int MPI_File_iread_c(cmx_h fh, void *buf, cmx_count count, cmx_h data
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_c, "PMPI_File_iread_c", "PMPI_File_iread"); }
+CMX_EXPORT int MPI_File_iread_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_c")));
+
+static int wrap_MPI_File_iread_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_ALL))) {
 		if (cmx_on_device(buf))
@@ -318,7 +387,10 @@ CMX_EXPORT int MPI_File_iread_all(cmx_h fh, void *buf, int count, cmx_h datatype
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_ALL])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_all, "PMPI_File_iread_all", NULL); }
+CMX_EXPORT int MPI_File_iread_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_all")));
+
+static int wrap_MPI_File_iread_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -334,7 +406,10 @@ CMX_EXPORT int MPI_File_iread_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h 
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_ALL_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_all_c, "PMPI_File_iread_all_c", "PMPI_File_iread_all"); }
+CMX_EXPORT int MPI_File_iread_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_all_c")));
+
+static int wrap_MPI_File_iread_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_AT))) {
 		if (cmx_on_device(buf))
@@ -345,7 +420,10 @@ CMX_EXPORT int MPI_File_iread_at(cmx_h fh, cmx_offset offset, void *buf, int cou
 	return ((int (*)(cmx_h, cmx_offset, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_AT])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_at(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_at, "PMPI_File_iread_at", NULL); }
+CMX_EXPORT int MPI_File_iread_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_at")));
+
+static int wrap_MPI_File_iread_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_AT_C))) {
 		if (cmx_on_device(buf))
@@ -361,7 +439,10 @@ CMX_EXPORT int MPI_File_iread_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_c
 	return ((int (*)(cmx_h, cmx_offset, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_AT_C])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_at_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_at_c, "PMPI_File_iread_at_c", "PMPI_File_iread_at"); }
+CMX_EXPORT int MPI_File_iread_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_at_c")));
+
+static int wrap_MPI_File_iread_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_AT_ALL))) {
 		if (cmx_on_device(buf))
@@ -372,7 +453,10 @@ CMX_EXPORT int MPI_File_iread_at_all(cmx_h fh, cmx_offset offset, void *buf, int
 	return ((int (*)(cmx_h, cmx_offset, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_AT_ALL])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_at_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_at_all, "PMPI_File_iread_at_all", NULL); }
+CMX_EXPORT int MPI_File_iread_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_at_all")));
+
+static int wrap_MPI_File_iread_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_AT_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -388,7 +472,10 @@ CMX_EXPORT int MPI_File_iread_at_all_c(cmx_h fh, cmx_offset offset, void *buf, c
 	return ((int (*)(cmx_h, cmx_offset, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_AT_ALL_C])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_at_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_at_all_c, "PMPI_File_iread_at_all_c", "PMPI_File_iread_at_all"); }
+CMX_EXPORT int MPI_File_iread_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_at_all_c")));
+
+static int wrap_MPI_File_iread_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_SHARED))) {
 		if (cmx_on_device(buf))
@@ -399,7 +486,10 @@ CMX_EXPORT int MPI_File_iread_shared(cmx_h fh, void *buf, int count, cmx_h datat
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_SHARED])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iread_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_shared(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_shared, "PMPI_File_iread_shared", NULL); }
+CMX_EXPORT int MPI_File_iread_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_shared")));
+
+static int wrap_MPI_File_iread_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IREAD_SHARED_C))) {
 		if (cmx_on_device(buf))
@@ -415,7 +505,10 @@ CMX_EXPORT int MPI_File_iread_shared_c(cmx_h fh, void *buf, cmx_count count, cmx
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IREAD_SHARED_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iread_shared_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iread_shared_c, "PMPI_File_iread_shared_c", "PMPI_File_iread_shared"); }
+CMX_EXPORT int MPI_File_iread_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iread_shared_c")));
+
+static int wrap_MPI_File_iwrite(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE))) {
 		if (cmx_on_device(buf))
@@ -426,7 +519,10 @@ CMX_EXPORT int MPI_File_iwrite(cmx_h fh, const void *buf, int count, cmx_h datat
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite, "PMPI_File_iwrite", NULL); }
+CMX_EXPORT int MPI_File_iwrite(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite")));
+
+static int wrap_MPI_File_iwrite_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_C))) {
 		if (cmx_on_device(buf))
@@ -442,7 +538,10 @@ CMX_EXPORT int MPI_File_iwrite_c(cmx_h fh, const void *buf, cmx_count count, cmx
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_c, "PMPI_File_iwrite_c", "PMPI_File_iwrite"); }
+CMX_EXPORT int MPI_File_iwrite_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_c")));
+
+static int wrap_MPI_File_iwrite_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_ALL))) {
 		if (cmx_on_device(buf))
@@ -453,7 +552,10 @@ CMX_EXPORT int MPI_File_iwrite_all(cmx_h fh, const void *buf, int count, cmx_h d
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_ALL])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_all, "PMPI_File_iwrite_all", NULL); }
+CMX_EXPORT int MPI_File_iwrite_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_all")));
+
+static int wrap_MPI_File_iwrite_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -469,7 +571,10 @@ CMX_EXPORT int MPI_File_iwrite_all_c(cmx_h fh, const void *buf, cmx_count count,
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_ALL_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_all_c, "PMPI_File_iwrite_all_c", "PMPI_File_iwrite_all"); }
+CMX_EXPORT int MPI_File_iwrite_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_all_c")));
+
+static int wrap_MPI_File_iwrite_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_AT))) {
 		if (cmx_on_device(buf))
@@ -480,7 +585,10 @@ CMX_EXPORT int MPI_File_iwrite_at(cmx_h fh, cmx_offset offset, const void *buf, 
 	return ((int (*)(cmx_h, cmx_offset, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_AT])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_at(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_at, "PMPI_File_iwrite_at", NULL); }
+CMX_EXPORT int MPI_File_iwrite_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_at")));
+
+static int wrap_MPI_File_iwrite_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_AT_C))) {
 		if (cmx_on_device(buf))
@@ -496,7 +604,10 @@ CMX_EXPORT int MPI_File_iwrite_at_c(cmx_h fh, cmx_offset offset, const void *buf
 	return ((int (*)(cmx_h, cmx_offset, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_AT_C])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_at_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_at_c, "PMPI_File_iwrite_at_c", "PMPI_File_iwrite_at"); }
+CMX_EXPORT int MPI_File_iwrite_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_at_c")));
+
+static int wrap_MPI_File_iwrite_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_AT_ALL))) {
 		if (cmx_on_device(buf))
@@ -507,7 +618,10 @@ CMX_EXPORT int MPI_File_iwrite_at_all(cmx_h fh, cmx_offset offset, const void *b
 	return ((int (*)(cmx_h, cmx_offset, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_AT_ALL])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_at_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_at_all, "PMPI_File_iwrite_at_all", NULL); }
+CMX_EXPORT int MPI_File_iwrite_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_at_all")));
+
+static int wrap_MPI_File_iwrite_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_AT_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -523,7 +637,10 @@ CMX_EXPORT int MPI_File_iwrite_at_all_c(cmx_h fh, cmx_offset offset, const void 
 	return ((int (*)(cmx_h, cmx_offset, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_AT_ALL_C])(fh, offset, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_at_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_at_all_c, "PMPI_File_iwrite_at_all_c", "PMPI_File_iwrite_at_all"); }
+CMX_EXPORT int MPI_File_iwrite_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_at_all_c")));
+
+static int wrap_MPI_File_iwrite_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_SHARED))) {
 		if (cmx_on_device(buf))
@@ -534,7 +651,10 @@ CMX_EXPORT int MPI_File_iwrite_shared(cmx_h fh, const void *buf, int count, cmx_
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_SHARED])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_iwrite_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
+static void *resolve_MPI_File_iwrite_shared(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_shared, "PMPI_File_iwrite_shared", NULL); }
+CMX_EXPORT int MPI_File_iwrite_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_shared")));
+
+static int wrap_MPI_File_iwrite_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_IWRITE_SHARED_C))) {
 		if (cmx_on_device(buf))
@@ -550,7 +670,10 @@ CMX_EXPORT int MPI_File_iwrite_shared_c(cmx_h fh, const void *buf, cmx_count cou
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_IWRITE_SHARED_C])(fh, buf, count, datatype, request);
 }
 
-CMX_EXPORT int MPI_File_read(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_iwrite_shared_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_iwrite_shared_c, "PMPI_File_iwrite_shared_c", "PMPI_File_iwrite_shared"); }
+CMX_EXPORT int MPI_File_iwrite_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *request) __attribute__((ifunc("resolve_MPI_File_iwrite_shared_c")));
+
+static int wrap_MPI_File_read(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ))) {
 		if (cmx_on_device(buf))
@@ -561,7 +684,10 @@ CMX_EXPORT int MPI_File_read(cmx_h fh, void *buf, int count, cmx_h datatype, voi
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read, "PMPI_File_read", NULL); }
+CMX_EXPORT int MPI_File_read(cmx_h fh, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read")));
+
+static int wrap_MPI_File_read_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_C))) {
 		if (cmx_on_device(buf))
@@ -577,7 +703,10 @@ CMX_EXPORT int MPI_File_read_c(cmx_h fh, void *buf, cmx_count count, cmx_h datat
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_c, "PMPI_File_read_c", "PMPI_File_read"); }
+CMX_EXPORT int MPI_File_read_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_c")));
+
+static int wrap_MPI_File_read_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ALL))) {
 		if (cmx_on_device(buf))
@@ -588,7 +717,10 @@ CMX_EXPORT int MPI_File_read_all(cmx_h fh, void *buf, int count, cmx_h datatype,
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_ALL])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_all, "PMPI_File_read_all", NULL); }
+CMX_EXPORT int MPI_File_read_all(cmx_h fh, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_all")));
+
+static int wrap_MPI_File_read_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -604,7 +736,10 @@ CMX_EXPORT int MPI_File_read_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h d
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_ALL_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_all_begin(cmx_h fh, void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_read_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_all_c, "PMPI_File_read_all_c", "PMPI_File_read_all"); }
+CMX_EXPORT int MPI_File_read_all_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_all_c")));
+
+static int wrap_MPI_File_read_all_begin(cmx_h fh, void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ALL_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -615,7 +750,10 @@ CMX_EXPORT int MPI_File_read_all_begin(cmx_h fh, void *buf, int count, cmx_h dat
 	return ((int (*)(cmx_h, void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_ALL_BEGIN])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_all_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_read_all_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_all_begin, "PMPI_File_read_all_begin", NULL); }
+CMX_EXPORT int MPI_File_read_all_begin(cmx_h fh, void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_all_begin")));
+
+static int wrap_MPI_File_read_all_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ALL_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -631,7 +769,10 @@ CMX_EXPORT int MPI_File_read_all_begin_c(cmx_h fh, void *buf, cmx_count count, c
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_ALL_BEGIN_C])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_all_end(cmx_h fh, void *buf, void *status)
+static void *resolve_MPI_File_read_all_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_all_begin_c, "PMPI_File_read_all_begin_c", "PMPI_File_read_all_begin"); }
+CMX_EXPORT int MPI_File_read_all_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_all_begin_c")));
+
+static int wrap_MPI_File_read_all_end(cmx_h fh, void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ALL_END))) {
 		if (cmx_on_device(buf))
@@ -642,7 +783,10 @@ CMX_EXPORT int MPI_File_read_all_end(cmx_h fh, void *buf, void *status)
 	return ((int (*)(cmx_h, void *, void *))cmx_upmpi[CMX_UFN_FILE_READ_ALL_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_read_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_all_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_all_end, "PMPI_File_read_all_end", NULL); }
+CMX_EXPORT int MPI_File_read_all_end(cmx_h fh, void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_read_all_end")));
+
+static int wrap_MPI_File_read_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT))) {
 		if (cmx_on_device(buf))
@@ -653,7 +797,10 @@ CMX_EXPORT int MPI_File_read_at(cmx_h fh, cmx_offset offset, void *buf, int coun
 	return ((int (*)(cmx_h, cmx_offset, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_AT])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_at(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at, "PMPI_File_read_at", NULL); }
+CMX_EXPORT int MPI_File_read_at(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_at")));
+
+static int wrap_MPI_File_read_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_C))) {
 		if (cmx_on_device(buf))
@@ -669,7 +816,10 @@ CMX_EXPORT int MPI_File_read_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_co
 	return ((int (*)(cmx_h, cmx_offset, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_AT_C])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_at_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_c, "PMPI_File_read_at_c", "PMPI_File_read_at"); }
+CMX_EXPORT int MPI_File_read_at_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_at_c")));
+
+static int wrap_MPI_File_read_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_ALL))) {
 		if (cmx_on_device(buf))
@@ -680,7 +830,10 @@ CMX_EXPORT int MPI_File_read_at_all(cmx_h fh, cmx_offset offset, void *buf, int 
 	return ((int (*)(cmx_h, cmx_offset, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_AT_ALL])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_at_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_all, "PMPI_File_read_at_all", NULL); }
+CMX_EXPORT int MPI_File_read_at_all(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_at_all")));
+
+static int wrap_MPI_File_read_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -696,7 +849,10 @@ CMX_EXPORT int MPI_File_read_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cm
 	return ((int (*)(cmx_h, cmx_offset, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_AT_ALL_C])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_at_all_begin(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_read_at_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_all_c, "PMPI_File_read_at_all_c", "PMPI_File_read_at_all"); }
+CMX_EXPORT int MPI_File_read_at_all_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_at_all_c")));
+
+static int wrap_MPI_File_read_at_all_begin(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_ALL_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -707,7 +863,10 @@ CMX_EXPORT int MPI_File_read_at_all_begin(cmx_h fh, cmx_offset offset, void *buf
 	return ((int (*)(cmx_h, cmx_offset, void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_AT_ALL_BEGIN])(fh, offset, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_at_all_begin_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_read_at_all_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_all_begin, "PMPI_File_read_at_all_begin", NULL); }
+CMX_EXPORT int MPI_File_read_at_all_begin(cmx_h fh, cmx_offset offset, void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_at_all_begin")));
+
+static int wrap_MPI_File_read_at_all_begin_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_ALL_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -723,7 +882,10 @@ CMX_EXPORT int MPI_File_read_at_all_begin_c(cmx_h fh, cmx_offset offset, void *b
 	return ((int (*)(cmx_h, cmx_offset, void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_AT_ALL_BEGIN_C])(fh, offset, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_at_all_end(cmx_h fh, void *buf, void *status)
+static void *resolve_MPI_File_read_at_all_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_all_begin_c, "PMPI_File_read_at_all_begin_c", "PMPI_File_read_at_all_begin"); }
+CMX_EXPORT int MPI_File_read_at_all_begin_c(cmx_h fh, cmx_offset offset, void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_at_all_begin_c")));
+
+static int wrap_MPI_File_read_at_all_end(cmx_h fh, void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_AT_ALL_END))) {
 		if (cmx_on_device(buf))
@@ -734,7 +896,10 @@ CMX_EXPORT int MPI_File_read_at_all_end(cmx_h fh, void *buf, void *status)
 	return ((int (*)(cmx_h, void *, void *))cmx_upmpi[CMX_UFN_FILE_READ_AT_ALL_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_read_ordered(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_at_all_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_at_all_end, "PMPI_File_read_at_all_end", NULL); }
+CMX_EXPORT int MPI_File_read_at_all_end(cmx_h fh, void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_read_at_all_end")));
+
+static int wrap_MPI_File_read_ordered(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ORDERED))) {
 		if (cmx_on_device(buf))
@@ -745,7 +910,10 @@ CMX_EXPORT int MPI_File_read_ordered(cmx_h fh, void *buf, int count, cmx_h datat
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_ORDERED])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_ordered_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_ordered(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_ordered, "PMPI_File_read_ordered", NULL); }
+CMX_EXPORT int MPI_File_read_ordered(cmx_h fh, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_ordered")));
+
+static int wrap_MPI_File_read_ordered_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ORDERED_C))) {
 		if (cmx_on_device(buf))
@@ -761,7 +929,10 @@ CMX_EXPORT int MPI_File_read_ordered_c(cmx_h fh, void *buf, cmx_count count, cmx
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_ORDERED_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_ordered_begin(cmx_h fh, void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_read_ordered_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_ordered_c, "PMPI_File_read_ordered_c", "PMPI_File_read_ordered"); }
+CMX_EXPORT int MPI_File_read_ordered_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_ordered_c")));
+
+static int wrap_MPI_File_read_ordered_begin(cmx_h fh, void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ORDERED_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -772,7 +943,10 @@ CMX_EXPORT int MPI_File_read_ordered_begin(cmx_h fh, void *buf, int count, cmx_h
 	return ((int (*)(cmx_h, void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_ORDERED_BEGIN])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_ordered_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_read_ordered_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_ordered_begin, "PMPI_File_read_ordered_begin", NULL); }
+CMX_EXPORT int MPI_File_read_ordered_begin(cmx_h fh, void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_ordered_begin")));
+
+static int wrap_MPI_File_read_ordered_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ORDERED_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -788,7 +962,10 @@ CMX_EXPORT int MPI_File_read_ordered_begin_c(cmx_h fh, void *buf, cmx_count coun
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_READ_ORDERED_BEGIN_C])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_read_ordered_end(cmx_h fh, void *buf, void *status)
+static void *resolve_MPI_File_read_ordered_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_ordered_begin_c, "PMPI_File_read_ordered_begin_c", "PMPI_File_read_ordered_begin"); }
+CMX_EXPORT int MPI_File_read_ordered_begin_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_read_ordered_begin_c")));
+
+static int wrap_MPI_File_read_ordered_end(cmx_h fh, void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_ORDERED_END))) {
 		if (cmx_on_device(buf))
@@ -799,7 +976,10 @@ CMX_EXPORT int MPI_File_read_ordered_end(cmx_h fh, void *buf, void *status)
 	return ((int (*)(cmx_h, void *, void *))cmx_upmpi[CMX_UFN_FILE_READ_ORDERED_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_read_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_ordered_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_ordered_end, "PMPI_File_read_ordered_end", NULL); }
+CMX_EXPORT int MPI_File_read_ordered_end(cmx_h fh, void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_read_ordered_end")));
+
+static int wrap_MPI_File_read_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_SHARED))) {
 		if (cmx_on_device(buf))
@@ -810,7 +990,10 @@ CMX_EXPORT int MPI_File_read_shared(cmx_h fh, void *buf, int count, cmx_h dataty
 	return ((int (*)(cmx_h, void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_SHARED])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_read_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_shared(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_shared, "PMPI_File_read_shared", NULL); }
+CMX_EXPORT int MPI_File_read_shared(cmx_h fh, void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_shared")));
+
+static int wrap_MPI_File_read_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_READ_SHARED_C))) {
 		if (cmx_on_device(buf))
@@ -826,7 +1009,10 @@ CMX_EXPORT int MPI_File_read_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_
 	return ((int (*)(cmx_h, void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_READ_SHARED_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_read_shared_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_read_shared_c, "PMPI_File_read_shared_c", "PMPI_File_read_shared"); }
+CMX_EXPORT int MPI_File_read_shared_c(cmx_h fh, void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_read_shared_c")));
+
+static int wrap_MPI_File_write(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE))) {
 		if (cmx_on_device(buf))
@@ -837,7 +1023,10 @@ CMX_EXPORT int MPI_File_write(cmx_h fh, const void *buf, int count, cmx_h dataty
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write, "PMPI_File_write", NULL); }
+CMX_EXPORT int MPI_File_write(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write")));
+
+static int wrap_MPI_File_write_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_C))) {
 		if (cmx_on_device(buf))
@@ -853,7 +1042,10 @@ CMX_EXPORT int MPI_File_write_c(cmx_h fh, const void *buf, cmx_count count, cmx_
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_c, "PMPI_File_write_c", "PMPI_File_write"); }
+CMX_EXPORT int MPI_File_write_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_c")));
+
+static int wrap_MPI_File_write_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ALL))) {
 		if (cmx_on_device(buf))
@@ -864,7 +1056,10 @@ CMX_EXPORT int MPI_File_write_all(cmx_h fh, const void *buf, int count, cmx_h da
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ALL])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_all, "PMPI_File_write_all", NULL); }
+CMX_EXPORT int MPI_File_write_all(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_all")));
+
+static int wrap_MPI_File_write_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -880,7 +1075,10 @@ CMX_EXPORT int MPI_File_write_all_c(cmx_h fh, const void *buf, cmx_count count, 
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ALL_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_all_begin(cmx_h fh, const void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_write_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_all_c, "PMPI_File_write_all_c", "PMPI_File_write_all"); }
+CMX_EXPORT int MPI_File_write_all_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_all_c")));
+
+static int wrap_MPI_File_write_all_begin(cmx_h fh, const void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ALL_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -891,7 +1089,10 @@ CMX_EXPORT int MPI_File_write_all_begin(cmx_h fh, const void *buf, int count, cm
 	return ((int (*)(cmx_h, const void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_ALL_BEGIN])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_all_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_write_all_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_all_begin, "PMPI_File_write_all_begin", NULL); }
+CMX_EXPORT int MPI_File_write_all_begin(cmx_h fh, const void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_all_begin")));
+
+static int wrap_MPI_File_write_all_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ALL_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -907,7 +1108,10 @@ CMX_EXPORT int MPI_File_write_all_begin_c(cmx_h fh, const void *buf, cmx_count c
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_ALL_BEGIN_C])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_all_end(cmx_h fh, const void *buf, void *status)
+static void *resolve_MPI_File_write_all_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_all_begin_c, "PMPI_File_write_all_begin_c", "PMPI_File_write_all_begin"); }
+CMX_EXPORT int MPI_File_write_all_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_all_begin_c")));
+
+static int wrap_MPI_File_write_all_end(cmx_h fh, const void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ALL_END))) {
 		if (cmx_on_device(buf))
@@ -918,7 +1122,10 @@ CMX_EXPORT int MPI_File_write_all_end(cmx_h fh, const void *buf, void *status)
 	return ((int (*)(cmx_h, const void *, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ALL_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_write_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_all_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_all_end, "PMPI_File_write_all_end", NULL); }
+CMX_EXPORT int MPI_File_write_all_end(cmx_h fh, const void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_write_all_end")));
+
+static int wrap_MPI_File_write_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT))) {
 		if (cmx_on_device(buf))
@@ -929,7 +1136,10 @@ CMX_EXPORT int MPI_File_write_at(cmx_h fh, cmx_offset offset, const void *buf, i
 	return ((int (*)(cmx_h, cmx_offset, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_AT])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_at(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at, "PMPI_File_write_at", NULL); }
+CMX_EXPORT int MPI_File_write_at(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_at")));
+
+static int wrap_MPI_File_write_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_C))) {
 		if (cmx_on_device(buf))
@@ -945,7 +1155,10 @@ CMX_EXPORT int MPI_File_write_at_c(cmx_h fh, cmx_offset offset, const void *buf,
 	return ((int (*)(cmx_h, cmx_offset, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_C])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_at_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_c, "PMPI_File_write_at_c", "PMPI_File_write_at"); }
+CMX_EXPORT int MPI_File_write_at_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_at_c")));
+
+static int wrap_MPI_File_write_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_ALL))) {
 		if (cmx_on_device(buf))
@@ -956,7 +1169,10 @@ CMX_EXPORT int MPI_File_write_at_all(cmx_h fh, cmx_offset offset, const void *bu
 	return ((int (*)(cmx_h, cmx_offset, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_ALL])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_at_all(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_all, "PMPI_File_write_at_all", NULL); }
+CMX_EXPORT int MPI_File_write_at_all(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_at_all")));
+
+static int wrap_MPI_File_write_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_ALL_C))) {
 		if (cmx_on_device(buf))
@@ -972,7 +1188,10 @@ CMX_EXPORT int MPI_File_write_at_all_c(cmx_h fh, cmx_offset offset, const void *
 	return ((int (*)(cmx_h, cmx_offset, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_ALL_C])(fh, offset, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_at_all_begin(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_write_at_all_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_all_c, "PMPI_File_write_at_all_c", "PMPI_File_write_at_all"); }
+CMX_EXPORT int MPI_File_write_at_all_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_at_all_c")));
+
+static int wrap_MPI_File_write_at_all_begin(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_ALL_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -983,7 +1202,10 @@ CMX_EXPORT int MPI_File_write_at_all_begin(cmx_h fh, cmx_offset offset, const vo
 	return ((int (*)(cmx_h, cmx_offset, const void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_ALL_BEGIN])(fh, offset, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_at_all_begin_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_write_at_all_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_all_begin, "PMPI_File_write_at_all_begin", NULL); }
+CMX_EXPORT int MPI_File_write_at_all_begin(cmx_h fh, cmx_offset offset, const void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_at_all_begin")));
+
+static int wrap_MPI_File_write_at_all_begin_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_ALL_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -999,7 +1221,10 @@ CMX_EXPORT int MPI_File_write_at_all_begin_c(cmx_h fh, cmx_offset offset, const 
 	return ((int (*)(cmx_h, cmx_offset, const void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_ALL_BEGIN_C])(fh, offset, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_at_all_end(cmx_h fh, const void *buf, void *status)
+static void *resolve_MPI_File_write_at_all_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_all_begin_c, "PMPI_File_write_at_all_begin_c", "PMPI_File_write_at_all_begin"); }
+CMX_EXPORT int MPI_File_write_at_all_begin_c(cmx_h fh, cmx_offset offset, const void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_at_all_begin_c")));
+
+static int wrap_MPI_File_write_at_all_end(cmx_h fh, const void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_AT_ALL_END))) {
 		if (cmx_on_device(buf))
@@ -1010,7 +1235,10 @@ CMX_EXPORT int MPI_File_write_at_all_end(cmx_h fh, const void *buf, void *status
 	return ((int (*)(cmx_h, const void *, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_AT_ALL_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_write_ordered(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_at_all_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_at_all_end, "PMPI_File_write_at_all_end", NULL); }
+CMX_EXPORT int MPI_File_write_at_all_end(cmx_h fh, const void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_write_at_all_end")));
+
+static int wrap_MPI_File_write_ordered(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ORDERED))) {
 		if (cmx_on_device(buf))
@@ -1021,7 +1249,10 @@ CMX_EXPORT int MPI_File_write_ordered(cmx_h fh, const void *buf, int count, cmx_
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ORDERED])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_ordered_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_ordered(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_ordered, "PMPI_File_write_ordered", NULL); }
+CMX_EXPORT int MPI_File_write_ordered(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_ordered")));
+
+static int wrap_MPI_File_write_ordered_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ORDERED_C))) {
 		if (cmx_on_device(buf))
@@ -1037,7 +1268,10 @@ CMX_EXPORT int MPI_File_write_ordered_c(cmx_h fh, const void *buf, cmx_count cou
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ORDERED_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_ordered_begin(cmx_h fh, const void *buf, int count, cmx_h datatype)
+static void *resolve_MPI_File_write_ordered_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_ordered_c, "PMPI_File_write_ordered_c", "PMPI_File_write_ordered"); }
+CMX_EXPORT int MPI_File_write_ordered_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_ordered_c")));
+
+static int wrap_MPI_File_write_ordered_begin(cmx_h fh, const void *buf, int count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ORDERED_BEGIN))) {
 		if (cmx_on_device(buf))
@@ -1048,7 +1282,10 @@ CMX_EXPORT int MPI_File_write_ordered_begin(cmx_h fh, const void *buf, int count
 	return ((int (*)(cmx_h, const void *, int, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_ORDERED_BEGIN])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_ordered_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype)
+static void *resolve_MPI_File_write_ordered_begin(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_ordered_begin, "PMPI_File_write_ordered_begin", NULL); }
+CMX_EXPORT int MPI_File_write_ordered_begin(cmx_h fh, const void *buf, int count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_ordered_begin")));
+
+static int wrap_MPI_File_write_ordered_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ORDERED_BEGIN_C))) {
 		if (cmx_on_device(buf))
@@ -1064,7 +1301,10 @@ CMX_EXPORT int MPI_File_write_ordered_begin_c(cmx_h fh, const void *buf, cmx_cou
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_FILE_WRITE_ORDERED_BEGIN_C])(fh, buf, count, datatype);
 }
 
-CMX_EXPORT int MPI_File_write_ordered_end(cmx_h fh, const void *buf, void *status)
+static void *resolve_MPI_File_write_ordered_begin_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_ordered_begin_c, "PMPI_File_write_ordered_begin_c", "PMPI_File_write_ordered_begin"); }
+CMX_EXPORT int MPI_File_write_ordered_begin_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype) __attribute__((ifunc("resolve_MPI_File_write_ordered_begin_c")));
+
+static int wrap_MPI_File_write_ordered_end(cmx_h fh, const void *buf, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_ORDERED_END))) {
 		if (cmx_on_device(buf))
@@ -1075,7 +1315,10 @@ CMX_EXPORT int MPI_File_write_ordered_end(cmx_h fh, const void *buf, void *statu
 	return ((int (*)(cmx_h, const void *, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_ORDERED_END])(fh, buf, status);
 }
 
-CMX_EXPORT int MPI_File_write_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_ordered_end(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_ordered_end, "PMPI_File_write_ordered_end", NULL); }
+CMX_EXPORT int MPI_File_write_ordered_end(cmx_h fh, const void *buf, void *status) __attribute__((ifunc("resolve_MPI_File_write_ordered_end")));
+
+static int wrap_MPI_File_write_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_SHARED))) {
 		if (cmx_on_device(buf))
@@ -1086,7 +1329,10 @@ CMX_EXPORT int MPI_File_write_shared(cmx_h fh, const void *buf, int count, cmx_h
 	return ((int (*)(cmx_h, const void *, int, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_SHARED])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_File_write_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
+static void *resolve_MPI_File_write_shared(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_shared, "PMPI_File_write_shared", NULL); }
+CMX_EXPORT int MPI_File_write_shared(cmx_h fh, const void *buf, int count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_shared")));
+
+static int wrap_MPI_File_write_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_FILE_WRITE_SHARED_C))) {
 		if (cmx_on_device(buf))
@@ -1102,7 +1348,10 @@ CMX_EXPORT int MPI_File_write_shared_c(cmx_h fh, const void *buf, cmx_count coun
 	return ((int (*)(cmx_h, const void *, cmx_count, cmx_h, void *))cmx_upmpi[CMX_UFN_FILE_WRITE_SHARED_C])(fh, buf, count, datatype, status);
 }
 
-CMX_EXPORT int MPI_Pack(const void *inbuf, int incount, cmx_h datatype, void *outbuf, int outsize, int *position, cmx_h comm)
+static void *resolve_MPI_File_write_shared_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_File_write_shared_c, "PMPI_File_write_shared_c", "PMPI_File_write_shared"); }
+CMX_EXPORT int MPI_File_write_shared_c(cmx_h fh, const void *buf, cmx_count count, cmx_h datatype, void *status) __attribute__((ifunc("resolve_MPI_File_write_shared_c")));
+
+static int wrap_MPI_Pack(const void *inbuf, int incount, cmx_h datatype, void *outbuf, int outsize, int *position, cmx_h comm)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PACK))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1113,7 +1362,10 @@ CMX_EXPORT int MPI_Pack(const void *inbuf, int incount, cmx_h datatype, void *ou
 	return ((int (*)(const void *, int, cmx_h, void *, int, int *, cmx_h))cmx_upmpi[CMX_UFN_PACK])(inbuf, incount, datatype, outbuf, outsize, position, comm);
 }
 
-CMX_EXPORT int MPI_Pack_c(const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position, cmx_h comm)
+static void *resolve_MPI_Pack(void) { return cmx_export_unless_absent((void *)wrap_MPI_Pack, "PMPI_Pack", NULL); }
+CMX_EXPORT int MPI_Pack(const void *inbuf, int incount, cmx_h datatype, void *outbuf, int outsize, int *position, cmx_h comm) __attribute__((ifunc("resolve_MPI_Pack")));
+
+static int wrap_MPI_Pack_c(const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position, cmx_h comm)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PACK_C))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1133,7 +1385,10 @@ CMX_EXPORT int MPI_Pack_c(const void *inbuf, cmx_count incount, cmx_h datatype, 
 	return ((int (*)(const void *, cmx_count, cmx_h, void *, cmx_count, cmx_count *, cmx_h))cmx_upmpi[CMX_UFN_PACK_C])(inbuf, incount, datatype, outbuf, outsize, position, comm);
 }
 
-CMX_EXPORT int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, cmx_h datatype, void *outbuf, cmx_aint outsize, cmx_aint *position)
+static void *resolve_MPI_Pack_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Pack_c, "PMPI_Pack_c", "PMPI_Pack"); }
+CMX_EXPORT int MPI_Pack_c(const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position, cmx_h comm) __attribute__((ifunc("resolve_MPI_Pack_c")));
+
+static int wrap_MPI_Pack_external(const char *datarep, const void *inbuf, int incount, cmx_h datatype, void *outbuf, cmx_aint outsize, cmx_aint *position)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PACK_EXTERNAL))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1144,7 +1399,10 @@ CMX_EXPORT int MPI_Pack_external(const char *datarep, const void *inbuf, int inc
 	return ((int (*)(const char *, const void *, int, cmx_h, void *, cmx_aint, cmx_aint *))cmx_upmpi[CMX_UFN_PACK_EXTERNAL])(datarep, inbuf, incount, datatype, outbuf, outsize, position);
 }
 
-CMX_EXPORT int MPI_Pack_external_c(const char *datarep, const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position)
+static void *resolve_MPI_Pack_external(void) { return cmx_export_unless_absent((void *)wrap_MPI_Pack_external, "PMPI_Pack_external", NULL); }
+CMX_EXPORT int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, cmx_h datatype, void *outbuf, cmx_aint outsize, cmx_aint *position) __attribute__((ifunc("resolve_MPI_Pack_external")));
+
+static int wrap_MPI_Pack_external_c(const char *datarep, const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PACK_EXTERNAL_C))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1160,7 +1418,10 @@ CMX_EXPORT int MPI_Pack_external_c(const char *datarep, const void *inbuf, cmx_c
 	return ((int (*)(const char *, const void *, cmx_count, cmx_h, void *, cmx_count, cmx_count *))cmx_upmpi[CMX_UFN_PACK_EXTERNAL_C])(datarep, inbuf, incount, datatype, outbuf, outsize, position);
 }
 
-CMX_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, cmx_h datatype, cmx_h comm)
+static void *resolve_MPI_Pack_external_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Pack_external_c, "PMPI_Pack_external_c", "PMPI_Pack_external"); }
+CMX_EXPORT int MPI_Pack_external_c(const char *datarep, const void *inbuf, cmx_count incount, cmx_h datatype, void *outbuf, cmx_count outsize, cmx_count *position) __attribute__((ifunc("resolve_MPI_Pack_external_c")));
+
+static int wrap_MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, cmx_h datatype, cmx_h comm)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_UNPACK))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1171,7 +1432,10 @@ CMX_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *ou
 	return ((int (*)(const void *, int, int *, void *, int, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_UNPACK])(inbuf, insize, position, outbuf, outcount, datatype, comm);
 }
 
-CMX_EXPORT int MPI_Unpack_c(const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype, cmx_h comm)
+static void *resolve_MPI_Unpack(void) { return cmx_export_unless_absent((void *)wrap_MPI_Unpack, "PMPI_Unpack", NULL); }
+CMX_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, cmx_h datatype, cmx_h comm) __attribute__((ifunc("resolve_MPI_Unpack")));
+
+static int wrap_MPI_Unpack_c(const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype, cmx_h comm)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_UNPACK_C))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1191,7 +1455,10 @@ CMX_EXPORT int MPI_Unpack_c(const void *inbuf, cmx_count insize, cmx_count *posi
 	return ((int (*)(const void *, cmx_count, cmx_count *, void *, cmx_count, cmx_h, cmx_h))cmx_upmpi[CMX_UFN_UNPACK_C])(inbuf, insize, position, outbuf, outcount, datatype, comm);
 }
 
-CMX_EXPORT int MPI_Unpack_external(const char *datarep, const void *inbuf, cmx_aint insize, cmx_aint *position, void *outbuf, int outcount, cmx_h datatype)
+static void *resolve_MPI_Unpack_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Unpack_c, "PMPI_Unpack_c", "PMPI_Unpack"); }
+CMX_EXPORT int MPI_Unpack_c(const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype, cmx_h comm) __attribute__((ifunc("resolve_MPI_Unpack_c")));
+
+static int wrap_MPI_Unpack_external(const char *datarep, const void *inbuf, cmx_aint insize, cmx_aint *position, void *outbuf, int outcount, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_UNPACK_EXTERNAL))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1202,7 +1469,10 @@ CMX_EXPORT int MPI_Unpack_external(const char *datarep, const void *inbuf, cmx_a
 	return ((int (*)(const char *, const void *, cmx_aint, cmx_aint *, void *, int, cmx_h))cmx_upmpi[CMX_UFN_UNPACK_EXTERNAL])(datarep, inbuf, insize, position, outbuf, outcount, datatype);
 }
 
-CMX_EXPORT int MPI_Unpack_external_c(const char *datarep, const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype)
+static void *resolve_MPI_Unpack_external(void) { return cmx_export_unless_absent((void *)wrap_MPI_Unpack_external, "PMPI_Unpack_external", NULL); }
+CMX_EXPORT int MPI_Unpack_external(const char *datarep, const void *inbuf, cmx_aint insize, cmx_aint *position, void *outbuf, int outcount, cmx_h datatype) __attribute__((ifunc("resolve_MPI_Unpack_external")));
+
+static int wrap_MPI_Unpack_external_c(const char *datarep, const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_UNPACK_EXTERNAL_C))) {
 		if (cmx_on_device(inbuf) || cmx_on_device(outbuf))
@@ -1218,7 +1488,10 @@ CMX_EXPORT int MPI_Unpack_external_c(const char *datarep, const void *inbuf, cmx
 	return ((int (*)(const char *, const void *, cmx_count, cmx_count *, void *, cmx_count, cmx_h))cmx_upmpi[CMX_UFN_UNPACK_EXTERNAL_C])(datarep, inbuf, insize, position, outbuf, outcount, datatype);
 }
 
-CMX_EXPORT int MPI_Buffer_attach(void *buffer, int size)
+static void *resolve_MPI_Unpack_external_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Unpack_external_c, "PMPI_Unpack_external_c", "PMPI_Unpack_external"); }
+CMX_EXPORT int MPI_Unpack_external_c(const char *datarep, const void *inbuf, cmx_count insize, cmx_count *position, void *outbuf, cmx_count outcount, cmx_h datatype) __attribute__((ifunc("resolve_MPI_Unpack_external_c")));
+
+static int wrap_MPI_Buffer_attach(void *buffer, int size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_BUFFER_ATTACH))) {
 		if (cmx_on_device(buffer))
@@ -1229,7 +1502,10 @@ CMX_EXPORT int MPI_Buffer_attach(void *buffer, int size)
 	return ((int (*)(void *, int))cmx_upmpi[CMX_UFN_BUFFER_ATTACH])(buffer, size);
 }
 
-CMX_EXPORT int MPI_Buffer_attach_c(void *buffer, cmx_count size)
+static void *resolve_MPI_Buffer_attach(void) { return cmx_export_unless_absent((void *)wrap_MPI_Buffer_attach, "PMPI_Buffer_attach", NULL); }
+CMX_EXPORT int MPI_Buffer_attach(void *buffer, int size) __attribute__((ifunc("resolve_MPI_Buffer_attach")));
+
+static int wrap_MPI_Buffer_attach_c(void *buffer, cmx_count size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_BUFFER_ATTACH_C))) {
 		if (cmx_on_device(buffer))
@@ -1245,7 +1521,10 @@ CMX_EXPORT int MPI_Buffer_attach_c(void *buffer, cmx_count size)
 	return ((int (*)(void *, cmx_count))cmx_upmpi[CMX_UFN_BUFFER_ATTACH_C])(buffer, size);
 }
 
-CMX_EXPORT int MPI_Comm_attach_buffer(cmx_h comm, void *buffer, int size)
+static void *resolve_MPI_Buffer_attach_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Buffer_attach_c, "PMPI_Buffer_attach_c", "PMPI_Buffer_attach"); }
+CMX_EXPORT int MPI_Buffer_attach_c(void *buffer, cmx_count size) __attribute__((ifunc("resolve_MPI_Buffer_attach_c")));
+
+static int wrap_MPI_Comm_attach_buffer(cmx_h comm, void *buffer, int size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_COMM_ATTACH_BUFFER))) {
 		if (cmx_on_device(buffer))
@@ -1256,7 +1535,10 @@ CMX_EXPORT int MPI_Comm_attach_buffer(cmx_h comm, void *buffer, int size)
 	return ((int (*)(cmx_h, void *, int))cmx_upmpi[CMX_UFN_COMM_ATTACH_BUFFER])(comm, buffer, size);
 }
 
-CMX_EXPORT int MPI_Comm_attach_buffer_c(cmx_h comm, void *buffer, cmx_count size)
+static void *resolve_MPI_Comm_attach_buffer(void) { return cmx_export_unless_absent((void *)wrap_MPI_Comm_attach_buffer, "PMPI_Comm_attach_buffer", NULL); }
+CMX_EXPORT int MPI_Comm_attach_buffer(cmx_h comm, void *buffer, int size) __attribute__((ifunc("resolve_MPI_Comm_attach_buffer")));
+
+static int wrap_MPI_Comm_attach_buffer_c(cmx_h comm, void *buffer, cmx_count size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_COMM_ATTACH_BUFFER_C))) {
 		if (cmx_on_device(buffer))
@@ -1272,7 +1554,10 @@ CMX_EXPORT int MPI_Comm_attach_buffer_c(cmx_h comm, void *buffer, cmx_count size
 	return ((int (*)(cmx_h, void *, cmx_count))cmx_upmpi[CMX_UFN_COMM_ATTACH_BUFFER_C])(comm, buffer, size);
 }
 
-CMX_EXPORT int MPI_Session_attach_buffer(cmx_h session, void *buffer, int size)
+static void *resolve_MPI_Comm_attach_buffer_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Comm_attach_buffer_c, "PMPI_Comm_attach_buffer_c", "PMPI_Comm_attach_buffer"); }
+CMX_EXPORT int MPI_Comm_attach_buffer_c(cmx_h comm, void *buffer, cmx_count size) __attribute__((ifunc("resolve_MPI_Comm_attach_buffer_c")));
+
+static int wrap_MPI_Session_attach_buffer(cmx_h session, void *buffer, int size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_SESSION_ATTACH_BUFFER))) {
 		if (cmx_on_device(buffer))
@@ -1283,7 +1568,10 @@ CMX_EXPORT int MPI_Session_attach_buffer(cmx_h session, void *buffer, int size)
 	return ((int (*)(cmx_h, void *, int))cmx_upmpi[CMX_UFN_SESSION_ATTACH_BUFFER])(session, buffer, size);
 }
 
-CMX_EXPORT int MPI_Session_attach_buffer_c(cmx_h session, void *buffer, cmx_count size)
+static void *resolve_MPI_Session_attach_buffer(void) { return cmx_export_unless_absent((void *)wrap_MPI_Session_attach_buffer, "PMPI_Session_attach_buffer", NULL); }
+CMX_EXPORT int MPI_Session_attach_buffer(cmx_h session, void *buffer, int size) __attribute__((ifunc("resolve_MPI_Session_attach_buffer")));
+
+static int wrap_MPI_Session_attach_buffer_c(cmx_h session, void *buffer, cmx_count size)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_SESSION_ATTACH_BUFFER_C))) {
 		if (cmx_on_device(buffer))
@@ -1299,7 +1587,10 @@ CMX_EXPORT int MPI_Session_attach_buffer_c(cmx_h session, void *buffer, cmx_coun
 	return ((int (*)(cmx_h, void *, cmx_count))cmx_upmpi[CMX_UFN_SESSION_ATTACH_BUFFER_C])(session, buffer, size);
 }
 
-CMX_EXPORT int MPI_Precv_init(void *buf, int partitions, cmx_count count, cmx_h datatype, int source, int tag, cmx_h comm, cmx_h info, void *request)
+static void *resolve_MPI_Session_attach_buffer_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Session_attach_buffer_c, "PMPI_Session_attach_buffer_c", "PMPI_Session_attach_buffer"); }
+CMX_EXPORT int MPI_Session_attach_buffer_c(cmx_h session, void *buffer, cmx_count size) __attribute__((ifunc("resolve_MPI_Session_attach_buffer_c")));
+
+static int wrap_MPI_Precv_init(void *buf, int partitions, cmx_count count, cmx_h datatype, int source, int tag, cmx_h comm, cmx_h info, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PRECV_INIT))) {
 		if (cmx_on_device(buf))
@@ -1310,7 +1601,10 @@ CMX_EXPORT int MPI_Precv_init(void *buf, int partitions, cmx_count count, cmx_h 
 	return ((int (*)(void *, int, cmx_count, cmx_h, int, int, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_PRECV_INIT])(buf, partitions, count, datatype, source, tag, comm, info, request);
 }
 
-CMX_EXPORT int MPI_Psend_init(const void *buf, int partitions, cmx_count count, cmx_h datatype, int dest, int tag, cmx_h comm, cmx_h info, void *request)
+static void *resolve_MPI_Precv_init(void) { return cmx_export_unless_absent((void *)wrap_MPI_Precv_init, "PMPI_Precv_init", NULL); }
+CMX_EXPORT int MPI_Precv_init(void *buf, int partitions, cmx_count count, cmx_h datatype, int source, int tag, cmx_h comm, cmx_h info, void *request) __attribute__((ifunc("resolve_MPI_Precv_init")));
+
+static int wrap_MPI_Psend_init(const void *buf, int partitions, cmx_count count, cmx_h datatype, int dest, int tag, cmx_h comm, cmx_h info, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_PSEND_INIT))) {
 		if (cmx_on_device(buf))
@@ -1321,7 +1615,10 @@ CMX_EXPORT int MPI_Psend_init(const void *buf, int partitions, cmx_count count, 
 	return ((int (*)(const void *, int, cmx_count, cmx_h, int, int, cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_PSEND_INIT])(buf, partitions, count, datatype, dest, tag, comm, info, request);
 }
 
-CMX_EXPORT int MPI_Isendrecv(const void *sendbuf, int sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, int recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request)
+static void *resolve_MPI_Psend_init(void) { return cmx_export_unless_absent((void *)wrap_MPI_Psend_init, "PMPI_Psend_init", NULL); }
+CMX_EXPORT int MPI_Psend_init(const void *buf, int partitions, cmx_count count, cmx_h datatype, int dest, int tag, cmx_h comm, cmx_h info, void *request) __attribute__((ifunc("resolve_MPI_Psend_init")));
+
+static int wrap_MPI_Isendrecv(const void *sendbuf, int sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, int recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ISENDRECV))) {
 		if (cmx_on_device(sendbuf) || cmx_on_device(recvbuf))
@@ -1332,7 +1629,10 @@ CMX_EXPORT int MPI_Isendrecv(const void *sendbuf, int sendcount, cmx_h sendtype,
 	return ((int (*)(const void *, int, cmx_h, int, int, void *, int, cmx_h, int, int, cmx_h, void *))cmx_upmpi[CMX_UFN_ISENDRECV])(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
 }
 
-CMX_EXPORT int MPI_Isendrecv_c(const void *sendbuf, cmx_count sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, cmx_count recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request)
+static void *resolve_MPI_Isendrecv(void) { return cmx_export_unless_absent((void *)wrap_MPI_Isendrecv, "PMPI_Isendrecv", NULL); }
+CMX_EXPORT int MPI_Isendrecv(const void *sendbuf, int sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, int recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request) __attribute__((ifunc("resolve_MPI_Isendrecv")));
+
+static int wrap_MPI_Isendrecv_c(const void *sendbuf, cmx_count sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, cmx_count recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ISENDRECV_C))) {
 		if (cmx_on_device(sendbuf) || cmx_on_device(recvbuf))
@@ -1348,7 +1648,10 @@ CMX_EXPORT int MPI_Isendrecv_c(const void *sendbuf, cmx_count sendcount, cmx_h s
 	return ((int (*)(const void *, cmx_count, cmx_h, int, int, void *, cmx_count, cmx_h, int, int, cmx_h, void *))cmx_upmpi[CMX_UFN_ISENDRECV_C])(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
 }
 
-CMX_EXPORT int MPI_Isendrecv_replace(void *buf, int count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request)
+static void *resolve_MPI_Isendrecv_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Isendrecv_c, "PMPI_Isendrecv_c", "PMPI_Isendrecv"); }
+CMX_EXPORT int MPI_Isendrecv_c(const void *sendbuf, cmx_count sendcount, cmx_h sendtype, int dest, int sendtag, void *recvbuf, cmx_count recvcount, cmx_h recvtype, int source, int recvtag, cmx_h comm, void *request) __attribute__((ifunc("resolve_MPI_Isendrecv_c")));
+
+static int wrap_MPI_Isendrecv_replace(void *buf, int count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ISENDRECV_REPLACE))) {
 		if (cmx_on_device(buf))
@@ -1359,7 +1662,10 @@ CMX_EXPORT int MPI_Isendrecv_replace(void *buf, int count, cmx_h datatype, int d
 	return ((int (*)(void *, int, cmx_h, int, int, int, int, cmx_h, void *))cmx_upmpi[CMX_UFN_ISENDRECV_REPLACE])(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
 }
 
-CMX_EXPORT int MPI_Isendrecv_replace_c(void *buf, cmx_count count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request)
+static void *resolve_MPI_Isendrecv_replace(void) { return cmx_export_unless_absent((void *)wrap_MPI_Isendrecv_replace, "PMPI_Isendrecv_replace", NULL); }
+CMX_EXPORT int MPI_Isendrecv_replace(void *buf, int count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request) __attribute__((ifunc("resolve_MPI_Isendrecv_replace")));
+
+static int wrap_MPI_Isendrecv_replace_c(void *buf, cmx_count count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_ISENDRECV_REPLACE_C))) {
 		if (cmx_on_device(buf))
@@ -1375,7 +1681,10 @@ CMX_EXPORT int MPI_Isendrecv_replace_c(void *buf, cmx_count count, cmx_h datatyp
 	return ((int (*)(void *, cmx_count, cmx_h, int, int, int, int, cmx_h, void *))cmx_upmpi[CMX_UFN_ISENDRECV_REPLACE_C])(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
 }
 
-CMX_EXPORT int MPI_T_cvar_read(cmx_h handle, void *buf)
+static void *resolve_MPI_Isendrecv_replace_c(void) { return cmx_export_unless_absent((void *)wrap_MPI_Isendrecv_replace_c, "PMPI_Isendrecv_replace_c", "PMPI_Isendrecv_replace"); }
+CMX_EXPORT int MPI_Isendrecv_replace_c(void *buf, cmx_count count, cmx_h datatype, int dest, int sendtag, int source, int recvtag, cmx_h comm, void *request) __attribute__((ifunc("resolve_MPI_Isendrecv_replace_c")));
+
+static int wrap_MPI_T_cvar_read(cmx_h handle, void *buf)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_T_CVAR_READ))) {
 		if (cmx_on_device(buf))
@@ -1386,7 +1695,10 @@ CMX_EXPORT int MPI_T_cvar_read(cmx_h handle, void *buf)
 	return ((int (*)(cmx_h, void *))cmx_upmpi[CMX_UFN_T_CVAR_READ])(handle, buf);
 }
 
-CMX_EXPORT int MPI_T_cvar_write(cmx_h handle, const void *buf)
+static void *resolve_MPI_T_cvar_read(void) { return cmx_export_unless_absent((void *)wrap_MPI_T_cvar_read, "PMPI_T_cvar_read", NULL); }
+CMX_EXPORT int MPI_T_cvar_read(cmx_h handle, void *buf) __attribute__((ifunc("resolve_MPI_T_cvar_read")));
+
+static int wrap_MPI_T_cvar_write(cmx_h handle, const void *buf)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_T_CVAR_WRITE))) {
 		if (cmx_on_device(buf))
@@ -1397,7 +1709,10 @@ CMX_EXPORT int MPI_T_cvar_write(cmx_h handle, const void *buf)
 	return ((int (*)(cmx_h, const void *))cmx_upmpi[CMX_UFN_T_CVAR_WRITE])(handle, buf);
 }
 
-CMX_EXPORT int MPI_T_pvar_read(cmx_h pe_session, cmx_h handle, void *buf)
+static void *resolve_MPI_T_cvar_write(void) { return cmx_export_unless_absent((void *)wrap_MPI_T_cvar_write, "PMPI_T_cvar_write", NULL); }
+CMX_EXPORT int MPI_T_cvar_write(cmx_h handle, const void *buf) __attribute__((ifunc("resolve_MPI_T_cvar_write")));
+
+static int wrap_MPI_T_pvar_read(cmx_h pe_session, cmx_h handle, void *buf)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_T_PVAR_READ))) {
 		if (cmx_on_device(buf))
@@ -1408,7 +1723,10 @@ CMX_EXPORT int MPI_T_pvar_read(cmx_h pe_session, cmx_h handle, void *buf)
 	return ((int (*)(cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_T_PVAR_READ])(pe_session, handle, buf);
 }
 
-CMX_EXPORT int MPI_T_pvar_readreset(cmx_h pe_session, cmx_h handle, void *buf)
+static void *resolve_MPI_T_pvar_read(void) { return cmx_export_unless_absent((void *)wrap_MPI_T_pvar_read, "PMPI_T_pvar_read", NULL); }
+CMX_EXPORT int MPI_T_pvar_read(cmx_h pe_session, cmx_h handle, void *buf) __attribute__((ifunc("resolve_MPI_T_pvar_read")));
+
+static int wrap_MPI_T_pvar_readreset(cmx_h pe_session, cmx_h handle, void *buf)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_T_PVAR_READRESET))) {
 		if (cmx_on_device(buf))
@@ -1419,7 +1737,10 @@ CMX_EXPORT int MPI_T_pvar_readreset(cmx_h pe_session, cmx_h handle, void *buf)
 	return ((int (*)(cmx_h, cmx_h, void *))cmx_upmpi[CMX_UFN_T_PVAR_READRESET])(pe_session, handle, buf);
 }
 
-CMX_EXPORT int MPI_T_pvar_write(cmx_h pe_session, cmx_h handle, const void *buf)
+static void *resolve_MPI_T_pvar_readreset(void) { return cmx_export_unless_absent((void *)wrap_MPI_T_pvar_readreset, "PMPI_T_pvar_readreset", NULL); }
+CMX_EXPORT int MPI_T_pvar_readreset(cmx_h pe_session, cmx_h handle, void *buf) __attribute__((ifunc("resolve_MPI_T_pvar_readreset")));
+
+static int wrap_MPI_T_pvar_write(cmx_h pe_session, cmx_h handle, const void *buf)
 {
 	if (CMX_UNLIKELY(!cmx_unserved_pass(CMX_UFN_T_PVAR_WRITE))) {
 		if (cmx_on_device(buf))
@@ -1429,4 +1750,7 @@ CMX_EXPORT int MPI_T_pvar_write(cmx_h pe_session, cmx_h handle, const void *buf)
 	}
 	return ((int (*)(cmx_h, cmx_h, const void *))cmx_upmpi[CMX_UFN_T_PVAR_WRITE])(pe_session, handle, buf);
 }
+
+static void *resolve_MPI_T_pvar_write(void) { return cmx_export_unless_absent((void *)wrap_MPI_T_pvar_write, "PMPI_T_pvar_write", NULL); }
+CMX_EXPORT int MPI_T_pvar_write(cmx_h pe_session, cmx_h handle, const void *buf) __attribute__((ifunc("resolve_MPI_T_pvar_write")));
 

@@ -536,6 +536,12 @@ enum { CMX_REFUSE_DEVICE, CMX_REFUSE_ABSENT };
 /* A refused call: says why (once per function) and fails with
  * MPI_ERR_OTHER through cmx_unserved_fail. why: CMX_REFUSE_*. */
 int cmx_unserved_refuse(int ufn, cmx_h obj, void *req, int why);
+/* The resolver of an unserved function's export (an ifunc): wrapper, or
+ * NULL where the loaded MPI defines neither pname nor pbase (its int-count
+ * twin; NULL for none), so that the program sees the function absent as it
+ * is without collmux. Called by the dynamic linker, maybe before collmux
+ * is relocated (then it answers wrapper). */
+void *cmx_export_unless_absent(void *wrapper, const char *pname, const char *pbase);
 /* Raises code on obj's error handler (as cmx_ufn[ufn].errh says), sets
  * *req (when given) to MPI_REQUEST_NULL, and returns code. */
 int cmx_unserved_fail(int ufn, cmx_h obj, void *req, int code);

@@ -328,6 +328,9 @@ func genUnservedTables(fns []ufn) []byte {
 // while no CUDA context is up (one load, as every intercepted call);
 // otherwise a device buffer fails the call, and a function the MPI lacks
 // fails too, unless it is a _c one whose int-count twin can take its values.
+// Each export is an ifunc whose resolver answers null where the MPI lacks
+// the function (and its twin), as the program would find it without
+// collmux (mpi/unserved.c).
 func genUnservedWrappers(fns []ufn) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(unservedHeader)
@@ -346,7 +349,7 @@ func genUnservedWrappers(fns []ufn) ([]byte, error) {
 		}
 		_, obj := f.errh()
 		req := f.request()
-		fmt.Fprintf(&b, "CMX_EXPORT int %s(%s)\n{\n", f.name, strings.Join(decl, ", "))
+		fmt.Fprintf(&b, "static int wrap_%s(%s)\n{\n", f.name, strings.Join(decl, ", "))
 		fmt.Fprintf(&b, "\tif (CMX_UNLIKELY(!cmx_unserved_pass(%s))) {\n", f.enum())
 		fmt.Fprintf(&b, "\t\tif (%s)\n\t\t\treturn cmx_unserved_refuse(%s, %s, %s, CMX_REFUSE_DEVICE);\n", strings.Join(dev, " || "), f.enum(), obj, req)
 		if f.base < 0 {
@@ -378,6 +381,12 @@ func genUnservedWrappers(fns []ufn) ([]byte, error) {
 		}
 		b.WriteString("\t}\n")
 		fmt.Fprintf(&b, "\treturn ((%s)cmx_upmpi[%s])(%s);\n}\n\n", f.ptrType(), f.enum(), strings.Join(call, ", "))
+		pbase := "NULL"
+		if f.base >= 0 {
+			pbase = fmt.Sprintf("%q", "P"+fns[f.base].name)
+		}
+		fmt.Fprintf(&b, "static void *resolve_%s(void) { return cmx_export_unless_absent((void *)wrap_%s, %q, %s); }\n", f.name, f.name, "P"+f.name, pbase)
+		fmt.Fprintf(&b, "CMX_EXPORT int %s(%s) __attribute__((ifunc(\"resolve_%s\")));\n\n", f.name, strings.Join(decl, ", "), f.name)
 	}
 	return b.Bytes(), nil
 }
