@@ -216,14 +216,34 @@ static void record(const cmx_args *a, int64_t bytes, int backend, int rule, uint
 	__atomic_fetch_add(&s->ns, ns, __ATOMIC_RELAXED);
 }
 
+/* Side w's buffer is MPI_BOTTOM (the null address): its data is where the
+ * datatypes' absolute displacements put it. */
+static int bottom(const cmx_args *a, int w) { return a->used[w] && !(w ? a->rbuf : a->sbuf); }
+
+/* The memory kind of side w's buffer; -1 when it is not significant here,
+ * or MPI_BOTTOM with nothing in it. MPI_BOTTOM's is that of its region's
+ * first byte (asked of MPI: the datatypes' extents; rare). */
+static int side_kind(const cmx_args *a, const cmx_comm *c, int w)
+{
+	if (!a->used[w])
+		return -1;
+	if (!bottom(a, w))
+		return cmx_mem_kind(w ? a->rbuf : a->sbuf);
+	int nin = 1, nout = 1;
+	int64_t lo, hi;
+	if ((c && cmx_peers(a, &nin, &nout) != 0) || !cmx_region(a, c, nin, nout, w, &lo, &hi) || lo > hi)
+		return -1;
+	return cmx_mem_kind(CMX_AT(NULL, lo));
+}
+
 /* The memory kind of a call: that of the buffers significant on this rank.
  * Every rank must reach the same kind for the same call (the rule CUDA-aware
  * MPIs also rely on); COLLMUX_CHECK verifies it. */
-static int call_mem(const cmx_args *a)
+static int call_mem(const cmx_args *a, const cmx_comm *c)
 {
 	if ((!cmx_cuda_up && !cmx_cuda_probe()) || a->coll == CMX_COLL_BARRIER)
 		return CMX_MEM_HOST;
-	int sk = a->sbuf && a->used[0] ? cmx_mem_kind(a->sbuf) : -1, rk = a->rbuf && a->used[1] ? cmx_mem_kind(a->rbuf) : -1;
+	int sk = side_kind(a, c, 0), rk = side_kind(a, c, 1);
 	if (sk < 0)
 		return rk < 0 ? CMX_MEM_HOST : rk;
 	if (rk < 0 || rk == sk)
@@ -405,7 +425,8 @@ void cmx_backends_finalize(void)
  * (MPI_C_LONG_DOUBLE_COMPLEX, MPI_2REAL, ...) is for MPI to judge, but
  * MPI itself would read the device buffers: it goes to the staged path,
  * where MPI reduces host copies or refuses them as it would natively
- * (every rank passes that same datatype): returns CMX_BACKEND_STAGED.
+ * (every rank passes that same datatype): returns CMX_BACKEND_STAGED,
+ * as for an op complex numbers do not take (MAX), which MPI refuses.
  * Else -1. Other predefined datatypes an op is not defined on are left
  * to the path: MPIs differ there (Open MPI sums MPI_BYTE, MPICH
  * refuses), and every rank passes the same one. Only what is significant
@@ -415,7 +436,7 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 {
 	const int64_t max = INT64_C(1) << 48; /* elements: no 8-byte multiple overflows */
 	const int root = a->role & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT);
-	int unknown = 0; /* a predefined op on a datatype collmux's table lacks */
+	int unknown = 0, invalid = 0; /* a predefined op on a datatype collmux's table lacks, or on complex numbers it is not defined on */
 	for (int w = 0; w < 2; w++) {
 		const int64_t n = w ? a->rcount : a->scount;
 		if (a->used[w] && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
@@ -430,6 +451,8 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 		if (a->kind[1] >= 0 && loc && a->kind[1] != CMX_KIND_PAIR)
 			return CMX_BACKEND_MPI;
 		unknown = a->kind[1] < 0; /* asked of MPI once the rest is known well formed */
+		if (!unknown && (a->kind[1] == CMX_KIND_COMPLEX64 || a->kind[1] == CMX_KIND_COMPLEX128) && !cmx_op_valid[a->opk][a->kind[1]])
+			invalid = 1; /* MAX on complex numbers: MPI's error, from host copies */
 	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return CMX_BACKEND_MPI;
@@ -444,7 +467,7 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 				return CMX_BACKEND_MPI;
 	if (unknown)
 		return cmx_type_derived(a->rtype) ? CMX_BACKEND_MPI : CMX_BACKEND_STAGED;
-	return -1;
+	return invalid ? CMX_BACKEND_STAGED : -1;
 }
 
 /* A complex sum on device memory is a sum of real and imaginary parts:
@@ -457,8 +480,9 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 static int complex_parts(const cmx_args *a, cmx_args *b)
 {
 	const int k = a->kind[1], dbl = k == CMX_KIND_COMPLEX128;
-	if (a->opk != CMX_OP_SUM || (k != CMX_KIND_COMPLEX64 && !dbl) || a->kind[0] != k || a->rcounts ||
-	    (!a->large && (a->scount > INT_MAX / 2 || a->rcount > INT_MAX / 2)))
+	const int narrow = !a->large || !cmx_pmpi[a->fn]; /* the MPI takes int counts */
+	if (a->opk != CMX_OP_SUM || (k != CMX_KIND_COMPLEX64 && !dbl) || a->kind[0] != k || a->rcounts || a->scount < 0 || a->rcount < 0 ||
+	    (narrow && (a->scount > INT_MAX / 2 || a->rcount > INT_MAX / 2)))
 		return 0;
 	*b = *a;
 	b->stype = b->rtype = dbl ? cmx_abi.double_ : cmx_abi.float_;
@@ -482,7 +506,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && CMX_UNLIKELY(c->routes_gen != cmx_routes_gen))
 		refresh_routes(c);
 	decode(a, c);
-	a->mem = call_mem(a);
+	a->mem = call_mem(a, c);
 	if (a->form == CMX_FORM_PERSISTENT)
 		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, start);
 	int must = -1; /* the backend the call's arguments leave it to */
@@ -490,6 +514,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && !cmx_host_readable(a->mem)) {
 		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
 			return run(c, a, CMX_BACKEND_MPI, used);
+		if (bottom(a, 0) || bottom(a, 1)) /* the staged path copies its regions; no other takes addresses */
+			must = CMX_BACKEND_STAGED;
 		decode_moves(a);
 		if (complex_parts(a, &parts))
 			a = &parts; /* routed and run as parts; the caller keeps its own */
@@ -530,7 +556,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 static int solo(cmx_args *a, int *used)
 {
 	decode(a, NULL);
-	a->mem = call_mem(a);
+	a->mem = call_mem(a, NULL);
 	if (cmx_host_readable(a->mem))
 		return run(NULL, a, CMX_BACKEND_MPI, used);
 	decode_moves(a);
@@ -539,7 +565,8 @@ static int solo(cmx_args *a, int *used)
 	cmx_args parts;
 	if (complex_parts(a, &parts)) /* MPI_Reduce_local */
 		a = &parts;
-	return run(NULL, a, cmx_coll_class[a->coll] == CMX_CLASS_LOCAL ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
+	const int local = cmx_coll_class[a->coll] == CMX_CLASS_LOCAL && !bottom(a, 0) && !bottom(a, 1);
+	return run(NULL, a, local ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 
 /* Statistics and the timeline of a call (COLLMUX_STATS, COLLMUX_TRACE)

@@ -183,6 +183,11 @@ int cmx_peers(const cmx_args *a, int *nin, int *nout)
 	if ((rc = cmx_px.Comm_test_inter(a->comm, &inter)) == 0)
 		rc = (inter ? cmx_px.Comm_remote_size : cmx_px.Comm_size)(a->comm, &n);
 	*nin = *nout = n;
+	/* MPI_Reduce_scatter's counts are of the local group's ranks, also on
+	 * an intercommunicator (the result of the other group's data is
+	 * scattered over this one) */
+	if (rc == 0 && inter && a->coll == CMX_COLL_REDUCE_SCATTER)
+		rc = cmx_px.Comm_size(a->comm, nin);
 	return rc;
 }
 

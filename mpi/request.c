@@ -55,7 +55,7 @@ struct cmx_req {
 	int failed;
 	int (*then)(void *, int); /* cmx_req_then's: after finishing, or when discarded unfinished */
 	void *then_arg;
-	void *keep[6]; /* memory the call uses until it completes (narrowed arrays; a persistent call's copies, until it is freed), freed */
+	void *keep[12]; /* memory the call uses until it completes (narrowed arrays; a persistent call's copies, until it is freed), freed */
 	void *pinned;  /* its pinned host copies (cmx_pinned_get), returned to the pool */
 	size_t pinned_len;
 	/* REQ_PERSIST */
@@ -573,6 +573,14 @@ int cmx_req_free(void *req)
 	unlink_locked(e);
 	if (w != e)
 		unlink_locked(w);
+	/* a start still running may read the arrays a persistent call copied
+	 * at its init: they go with the start's entry, or, where the MPI holds
+	 * the start's request alone, are left allocated */
+	for (int i = 0; e && e->kind == REQ_PERSIST && !is_null(e->inner) && i < (int)(sizeof e->keep / sizeof e->keep[0]); i++) {
+		if (w && e->keep[i])
+			cmx_req_keep(w, e->keep[i]);
+		e->keep[i] = NULL;
+	}
 	if (w) {
 		w->next = orphans;
 		__atomic_store_n(&orphans, w, __ATOMIC_RELEASE);
@@ -620,7 +628,8 @@ static void keep_arrays(cmx_req *e, cmx_args *a)
 	    cmx_px.Comm_rank(a->comm, &me) != 0 || cmx_px.Comm_test_inter(a->comm, &inter) != 0)
 		return;
 	const int root = cmx_is_root(a, inter, me);
-	const int ssig = a->coll != CMX_COLL_SCATTERV || root, rsig = a->coll != CMX_COLL_GATHERV || root;
+	/* in place, the send arrays are not read */
+	const int ssig = (a->coll != CMX_COLL_SCATTERV || root) && a->sbuf != cmx_abi.in_place, rsig = a->coll != CMX_COLL_GATHERV || root;
 	const size_t cnt = a->large ? sizeof(cmx_count) : sizeof(int), h = cmx_abi.int_handles ? sizeof(int) : sizeof(cmx_h);
 	const size_t disp = a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW ? sizeof(cmx_aint) : sizeof(int);
 	if (ssig) {

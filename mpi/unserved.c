@@ -149,18 +149,18 @@ static int defines(const struct dl_phdr_info *o, const char *name)
 
 struct absent_query {
 	const char *names[2]; /* PMPI_ name of the function, and of its int-count twin (or NULL) */
-	int mpi, has;         /* an MPI library is loaded; it defines one of names */
+	int mpi, has;         /* an MPI library is loaded; a loaded object defines one of names */
 };
 
+/* every loaded object: an MPI may define PMPI_X in a library of its own
+ * (collmux defines no PMPI_ name) */
 static int look(struct dl_phdr_info *o, size_t size, void *arg)
 {
 	(void)size;
 	struct absent_query *q = arg;
-	if (defines(o, "PMPI_Init")) {
-		q->mpi = 1;
-		for (int i = 0; i < 2; i++)
-			q->has |= q->names[i] && defines(o, q->names[i]);
-	}
+	q->mpi |= defines(o, "PMPI_Init");
+	for (int i = 0; i < 2; i++)
+		q->has |= q->names[i] && defines(o, q->names[i]);
 	return 0;
 }
 

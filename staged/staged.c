@@ -150,6 +150,18 @@ static size_t received(const void *status, size_t len)
 	return len;
 }
 
+/* A call the staged path could not stage falls to the next backend (the
+ * MPI), but not one with a buffer of MPI_BOTTOM in device memory: the MPI
+ * would read the device addresses itself. That one fails here. */
+static int declined(const cmx_args *a, int *rc)
+{
+	if (!((a->used[0] && !a->sbuf) || (a->used[1] && !a->rbuf)))
+		return 0;
+	cmx_log(0, "%s: a buffer of MPI_BOTTOM in device memory could not be staged (its blocks must lie in one allocation)", cmx_fn_names[a->fn]);
+	*rc = cmx_error(a->comm, cmx_abi.err_other);
+	return 1;
+}
+
 /* c is NULL for point-to-point and local calls. */
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
@@ -159,7 +171,10 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	 * left to MPI: their buffer sizes there are not what region knows */
 	if (c && c->inter && (a->coll == CMX_COLL_REDUCE_SCATTER || a->coll == CMX_COLL_REDUCE_SCATTER_BLOCK))
 		return 0;
+	/* MPI_BOTTOM (the null address) with absolute displacements: the
+	 * regions are addresses; one buffer only in Sendrecv_replace */
 	const char *buf[2] = {a->sbuf, a->rbuf};
+	const int one = a->sbuf == a->rbuf && (a->sbuf || a->fn == CMX_FN_SENDRECV_REPLACE || a->fn == CMX_FN_SENDRECV_REPLACE_C);
 	int64_t lo[2], hi[2];
 	int dev[2], nin = 1, nout = 1;
 	size_t len[2] = {0, 0};
@@ -168,22 +183,22 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	for (int w = 0; w < 2; w++) {
 		if (!cmx_region(a, c, nin, nout, w, &lo[w], &hi[w]))
 			return 0;
-		dev[w] = lo[w] <= hi[w] && buf[w] != cmx_abi.in_place && cmx_mem_kind(buf[w]) == CMX_MEM_DEVICE;
+		dev[w] = lo[w] <= hi[w] && buf[w] != cmx_abi.in_place && cmx_mem_kind(CMX_AT(buf[w], lo[w])) == CMX_MEM_DEVICE;
 		if (dev[w])
 			len[w] = (size_t)(hi[w] - lo[w]);
 	}
-	if (cmx_coll_class[a->coll] == CMX_CLASS_P2P && a->sbuf == a->rbuf)
+	if (cmx_coll_class[a->coll] == CMX_CLASS_P2P && one)
 		dev[0] = 0, len[0] = 0; /* one buffer (Sendrecv_replace), staged once as the receive buffer */
 	if (!dev[0] && !dev[1])
 		return 0;
-	if (!cmx_cuda_ctx_for(dev[1] ? buf[1] : buf[0]))
+	if (!cmx_cuda_ctx_for(dev[1] ? CMX_AT(buf[1], lo[1]) : CMX_AT(buf[0], lo[0])))
 		return 0;
 	/* a receive of a plain type may deliver less than its count: the copy
 	 * back then takes what arrived, by the status, and needs no copy in.
 	 * Any other receive region is copied in first, so that what the call
 	 * leaves untouched (gaps between blocks, holes of a derived type, an
 	 * in-place contribution) goes back unchanged. */
-	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && a->move[1] && a->sbuf != a->rbuf;
+	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && a->move[1] && !one;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
 	/* the receive copy sits after the send copy, 64 bytes further where
 	 * the two would otherwise start at the same address once rebased by
@@ -192,12 +207,12 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	const size_t total = len[0] + len[1] + 65;
 	char *h = async ? cmx_pinned_get(total) : staging(total);
 	if (!h)
-		return 0;
+		return declined(a, rc);
 	char *hb[2] = {h, h + len[0]};
 	if (dev[0] && dev[1] && hb[0] - lo[0] == hb[1] - lo[1])
 		hb[1] += 64;
 	for (int w = 0; w < 2; w++)
-		if (dev[w] && !(w == 1 && trim) && !cmx_cuda_copy(hb[w], buf[w] + lo[w], len[w], NULL))
+		if (dev[w] && !(w == 1 && trim) && !cmx_cuda_copy(hb[w], CMX_AT(buf[w], lo[w]), len[w], NULL))
 			goto fail;
 	if (!cmx_cuda_sync(NULL))
 		goto fail;
@@ -207,7 +222,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		b.sbuf = hb[0] - lo[0];
 	if (dev[1])
 		b.rbuf = hb[1] - lo[1];
-	if (a->coll == CMX_COLL_BCAST || a->sbuf == a->rbuf)
+	if (a->coll == CMX_COLL_BCAST || one)
 		b.sbuf = b.rbuf;
 	if (trim && !async && a->status == cmx_abi.status_ignore)
 		b.status = st;
@@ -216,7 +231,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 			goto fail;
 		cmx_req_pinned(b.entry, h, total);
 		if (dev[1])
-			cmx_req_copy_back(b.entry, (char *)a->rbuf + lo[1], hb[1], len[1], trim);
+			cmx_req_copy_back(b.entry, CMX_AT(a->rbuf, lo[1]), hb[1], len[1], trim);
 		if ((*rc = cmx_forward(&b)) == 0)
 			cmx_req_file(b.entry, a->req);
 		else
@@ -225,7 +240,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	}
 	*rc = cmx_forward(&b);
 	size_t back = trim ? received(b.status, len[1]) : len[1];
-	if (*rc == 0 && dev[1] && back && (!cmx_cuda_copy((char *)a->rbuf + lo[1], hb[1], back, NULL) || !cmx_cuda_sync(NULL))) {
+	if (*rc == 0 && dev[1] && back && (!cmx_cuda_copy(CMX_AT(a->rbuf, lo[1]), hb[1], back, NULL) || !cmx_cuda_sync(NULL))) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
 	}
@@ -236,5 +251,5 @@ fail:
 		cmx_pinned_put(h, total);
 	else
 		unstage();
-	return 0;
+	return declined(a, rc);
 }

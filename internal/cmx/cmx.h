@@ -637,6 +637,9 @@ int cmx_ops_symm_free(cmx_comm *comm, const char *no_comm, void *p);
  * root is the process that passes MPI_ROOT; the other group's processes
  * are leaves. 0 when a datatype's extent is unknown. */
 int cmx_region(const cmx_args *a, const cmx_comm *c, int nin, int nout, int which, int64_t *lo, int64_t *hi);
+/* buf + off as an address, also for buf MPI_BOTTOM (null), whose regions
+ * are the absolute addresses in the datatypes */
+#define CMX_AT(buf, off) ((char *)((uintptr_t)(buf) + (uintptr_t)(int64_t)(off)))
 /* A data-movement collective on device memory whose datatype on this rank
  * does not move as bytes, run by a device backend on a packed copy
  * (staged/repack.c): cmx_repack makes *b, the same call on bytes in device

@@ -44,6 +44,7 @@ int main(int argc, char **argv)
 		 * Open MPI takes MPI_SUM on MPI_BYTE, MPICH does not) */
 		show("allreduce derived type, MPI_SUM", MPI_Allreduce(buf, buf + 4, 1, pair, MPI_SUM, MPI_COMM_WORLD));
 		show("reduce MPI_INT, MPI_MAXLOC", MPI_Reduce(x, y, 1, MPI_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
+		show("allreduce complex, MPI_MAX", MPI_Allreduce(buf, buf + 4, 1, MPI_C_FLOAT_COMPLEX, MPI_MAX, MPI_COMM_WORLD));
 		show("allreduce comm_null", MPI_Allreduce(x, y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL));
 		show("allreduce recvbuf=in_place", MPI_Allreduce(x, MPI_IN_PLACE, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 		show("gather root=size", MPI_Gather(x, 1, MPI_INT, buf, 1, MPI_INT, size, MPI_COMM_WORLD));
