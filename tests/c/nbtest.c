@@ -30,6 +30,8 @@
  * host memory.
  */
 #define _GNU_SOURCE
+#include <complex.h>
+
 #include "reqtest.h"
 
 /* ---- element kinds and ops ---- */
@@ -822,6 +824,47 @@ static void test_persistent_arrays(void)
 	FREE(sb), FREE(rb);
 }
 
+/* Nonblocking calls the device paths rewrite or stage whole: a complex
+ * sum (run as a sum of its parts) and an all-to-all-w of MPI_BOTTOM
+ * buffers whose datatypes hold absolute addresses (mpi4py's *Bottom
+ * tests; their persistent forms start these). */
+static void test_rewritten(void)
+{
+	enum { N = 3 };
+	double _Complex *in = CALLOC(N, sizeof(double _Complex)), *out = CALLOC(N, sizeof(double _Complex));
+	for (int i = 0; i < N; i++)
+		in[i] = (double)(rank + i) - (double)i * 1.0i, out[i] = 0;
+	MPI_Request req;
+	TODEV(in), TODEV(out);
+	MPI_Iallreduce(D(in), D(out), N, MPI_C_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD, &req);
+	MPI_Wait(&req, MPI_STATUS_IGNORE);
+	TOHOST(out);
+	for (int i = 0; i < N; i++)
+		CHECK(out[i] == (double)(size * (size - 1) / 2 + size * i) - (double)(size * i) * 1.0i, "iallreduce double complex element %d", i);
+	int *sb = CALLOC((size_t)size, sizeof(int)), *rb = CALLOC((size_t)size, sizeof(int));
+	int *cnt = malloc(sizeof(int) * (size_t)size), *dsp = malloc(sizeof(int) * (size_t)size);
+	MPI_Datatype *st = malloc(sizeof(MPI_Datatype) * (size_t)size), *rt = malloc(sizeof(MPI_Datatype) * (size_t)size);
+	for (int j = 0; j < size; j++) {
+		MPI_Aint a[2];
+		int one = 1;
+		MPI_Get_address(D(&sb[j]), &a[0]), MPI_Get_address(D(&rb[j]), &a[1]);
+		MPI_Type_create_struct(1, &one, &a[0], (MPI_Datatype[]){MPI_INT}, &st[j]);
+		MPI_Type_create_struct(1, &one, &a[1], (MPI_Datatype[]){MPI_INT}, &rt[j]);
+		MPI_Type_commit(&st[j]), MPI_Type_commit(&rt[j]);
+		cnt[j] = 1, dsp[j] = 0, sb[j] = (int)val(rank, j, 5), rb[j] = -1;
+	}
+	TODEV(sb), TODEV(rb);
+	MPI_Ialltoallw(MPI_BOTTOM, cnt, dsp, st, MPI_BOTTOM, cnt, dsp, rt, MPI_COMM_WORLD, &req);
+	MPI_Wait(&req, MPI_STATUS_IGNORE);
+	TOHOST(rb);
+	for (int j = 0; j < size; j++) {
+		CHECK(rb[j] == (int)val(j, rank, 5), "ialltoallw MPI_BOTTOM: from rank %d: %d", j, rb[j]);
+		MPI_Type_free(&st[j]), MPI_Type_free(&rt[j]);
+	}
+	free(cnt), free(dsp), free(st), free(rt);
+	FREE(sb), FREE(rb), FREE(in), FREE(out);
+}
+
 /* Without MPI_*_init: the nonblocking call with the same arguments. */
 static void pers_fallback(struct pers *P, int p)
 {
@@ -1045,6 +1088,7 @@ int main(int argc, char **argv)
 	test_many();
 	test_persistent();
 	test_persistent_arrays();
+	test_rewritten();
 	test_large_count();
 
 	const int rc = finish("nbtest", "");
