@@ -17,7 +17,8 @@
 # environment go to the collmux runs (e.g. COLLMUX_CHECK=1). Writes each
 # run's per-rank output and verdict lists into OUT and prints a line per
 # rank count; exits 1 if any rank's verdicts differ, or the exit statuses
-# (NATIVE=0: if a test failed or the run did not exit 0).
+# (NATIVE=0: if a test failed or the run did not exit 0; the failures by
+# kind go to OUT/collmux.NP.rankR.kinds.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TESTS=$(realpath "${1:?usage: mpi4py-suite.sh TESTS [OUT]}")
@@ -37,6 +38,26 @@ verdicts() {
   for r in $(seq 0 $(($2 - 1))); do
     grep -E ' \.\.\. ' "$1/1/rank.$r/stderr" | sed -E "s/^\[[^]]*\] ?//; s/skipped '.*'/skipped/" | sort > "$1.rank$r.txt"
   done
+}
+# kinds STDERR: the failures of a run by kind: test module, the last line
+# of the traceback (digits as N), the array backend the subtest names,
+# with a count each, most first (NATIVE=0, where the failures cannot be
+# compared with a native run's: CuPy's, collmux's refusals, collmux's faults)
+kinds() {
+  "$PYTHON" - "$1" <<'PY'
+import collections, re, sys
+text = open(sys.argv[1], errors="replace").read()
+count = collections.Counter()
+for block in re.split(r"\n={50,}\n", text):
+    m = re.match(r"(?:ERROR|FAIL): \w+ \((\w+)\.[\w.]+\)(.*)", block)
+    if not m:
+        continue
+    lines = [l for l in block.strip().split("\n") if l and not l.startswith(" ")]
+    backend = re.search(r"backend='([^']+)'", m.group(2))
+    count[(m.group(1), re.sub(r"(?<![A-Za-z])-?\d+", "N", lines[-1])[:100], backend.group(1) if backend else "-")] += 1
+for (module, last, backend), n in count.most_common():
+    print(f"{n} | {module} | {last} | {backend}")
+PY
 }
 bad=0
 for np in ${NP:-1 2 3 4}; do
@@ -65,6 +86,7 @@ for np in ${NP:-1 2 3 4}; do
     else
       line+=" rank $r $n tests, $ok ok, $fail failed;"
       [ "$fail" = 0 ] && [ "$n" -gt 0 ] || bad=1
+      kinds "$OUT/collmux.$np/1/rank.$r/stderr" > "$OUT/collmux.$np.rank$r.kinds.txt"
     fi
   done
   echo "$line" | tee -a "$OUT/summary.txt"
