@@ -216,10 +216,6 @@ static void record(const cmx_args *a, int64_t bytes, int backend, int rule, uint
 	__atomic_fetch_add(&s->ns, ns, __ATOMIC_RELAXED);
 }
 
-/* Side w's buffer is MPI_BOTTOM (the null address): its data is where the
- * datatypes' absolute displacements put it. */
-static int bottom(const cmx_args *a, int w) { return a->used[w] && !(w ? a->rbuf : a->sbuf); }
-
 /* The memory kind of side w's buffer; -1 when it is not significant here,
  * or MPI_BOTTOM with nothing in it. MPI_BOTTOM's is that of its region's
  * first byte (asked of MPI: the datatypes' extents; rare). */
@@ -227,7 +223,7 @@ static int side_kind(const cmx_args *a, const cmx_comm *c, int w)
 {
 	if (!a->used[w])
 		return -1;
-	if (!bottom(a, w))
+	if (!cmx_at_bottom(a, w))
 		return cmx_mem_kind(w ? a->rbuf : a->sbuf);
 	int nin = 1, nout = 1;
 	int64_t lo, hi;
@@ -451,13 +447,12 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 		if (a->kind[1] >= 0 && loc && a->kind[1] != CMX_KIND_PAIR)
 			return CMX_BACKEND_MPI;
 		unknown = a->kind[1] < 0; /* asked of MPI once the rest is known well formed */
-		if (!unknown && (a->kind[1] == CMX_KIND_COMPLEX64 || a->kind[1] == CMX_KIND_COMPLEX128) && !cmx_op_valid[a->opk][a->kind[1]])
+		if (!unknown && cmx_kind_complex(a->kind[1]) && !cmx_op_valid[a->opk][a->kind[1]])
 			invalid = 1; /* MAX on complex numbers: MPI's error, from host copies */
 	}
 	if (cmx_rooted(a->coll) && !c->inter && (a->root < 0 || a->root >= c->size))
 		return CMX_BACKEND_MPI;
-	const void *arrays[2] = {a->coll != CMX_COLL_SCATTERV || root ? a->scounts : NULL,
-				 a->coll != CMX_COLL_GATHERV || root ? a->rcounts : NULL};
+	const void *arrays[2] = {cmx_arrays_read(a, 0, root) ? a->scounts : NULL, cmx_arrays_read(a, 1, root) ? a->rcounts : NULL};
 	int nin = c->size, nout = c->size;
 	if ((arrays[0] || arrays[1]) && cmx_peers(a, &nin, &nout) != 0)
 		return CMX_BACKEND_MPI;
@@ -481,7 +476,7 @@ static int complex_parts(const cmx_args *a, cmx_args *b)
 {
 	const int k = a->kind[1], dbl = k == CMX_KIND_COMPLEX128;
 	const int narrow = !a->large || !cmx_pmpi[a->fn]; /* the MPI takes int counts */
-	if (a->opk != CMX_OP_SUM || (k != CMX_KIND_COMPLEX64 && !dbl) || a->kind[0] != k || a->rcounts || a->scount < 0 || a->rcount < 0 ||
+	if (a->opk != CMX_OP_SUM || !cmx_kind_complex(k) || a->kind[0] != k || a->rcounts || a->scount < 0 || a->rcount < 0 ||
 	    (narrow && (a->scount > INT_MAX / 2 || a->rcount > INT_MAX / 2)))
 		return 0;
 	*b = *a;
@@ -514,7 +509,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && !cmx_host_readable(a->mem)) {
 		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
 			return run(c, a, CMX_BACKEND_MPI, used);
-		if (bottom(a, 0) || bottom(a, 1)) /* the staged path copies its regions; no other takes addresses */
+		if (cmx_at_bottom(a, 0) || cmx_at_bottom(a, 1)) /* the staged path copies its regions; no other takes addresses */
 			must = CMX_BACKEND_STAGED;
 		decode_moves(a);
 		if (complex_parts(a, &parts))
@@ -565,7 +560,7 @@ static int solo(cmx_args *a, int *used)
 	cmx_args parts;
 	if (complex_parts(a, &parts)) /* MPI_Reduce_local */
 		a = &parts;
-	const int local = cmx_coll_class[a->coll] == CMX_CLASS_LOCAL && !bottom(a, 0) && !bottom(a, 1);
+	const int local = cmx_coll_class[a->coll] == CMX_CLASS_LOCAL && !cmx_at_bottom(a, 0) && !cmx_at_bottom(a, 1);
 	return run(NULL, a, local ? CMX_BACKEND_FUSED : CMX_BACKEND_STAGED, used);
 }
 

@@ -51,11 +51,9 @@ static int forward_narrowed(const cmx_args *a)
 			return cmx_forward_fn(&b);
 		}
 	}
-	/* only the arrays significant on this rank are read: a non-root's
-	 * counts of Gatherv or Scatterv may be anything */
-	const int root = cmx_is_root(a, inter, me);
-	const int rsig = a->coll != CMX_COLL_GATHERV || root, ssig = a->coll != CMX_COLL_SCATTERV || root;
-	const int aint = a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW; /* its displacements are MPI_Aint in both widths */
+	/* only the arrays significant on this rank are read */
+	const int root = cmx_is_root(a, inter, me), ssig = cmx_arrays_read(a, 0, root), rsig = cmx_arrays_read(a, 1, root);
+	const int aint = cmx_displs_aint(&b); /* displacements that stay MPI_Aint in the int-count function */
 	int *sc = ssig ? narrow(a->scounts, nout, &ok) : NULL, *sd = ssig && !aint ? narrow(a->sdispls, nout, &ok) : NULL;
 	int *rc = rsig ? narrow(a->rcounts, nin, &ok) : NULL, *rd = rsig && !aint ? narrow(a->rdispls, nin, &ok) : NULL;
 	if (ssig)

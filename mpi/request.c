@@ -599,9 +599,6 @@ int cmx_req_free(void *req)
 
 /* ---- persistent requests ---- */
 
-/* A persistent call collmux runs itself: the program holds an anchor, a
- * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
- * soon as it starts; each start runs the call in its nonblocking form. */
 /* A copy of the n entries of size sz at arr, kept by e; arr itself when
  * there is none to copy or no memory (then the program's array is read). */
 static const void *keep_copy(cmx_req *e, const void *arr, int n, size_t sz)
@@ -616,11 +613,11 @@ static const void *keep_copy(cmx_req *e, const void *arr, int n, size_t sz)
 
 /* Every start reads the call's count, displacement and datatype arrays,
  * but the program may free or change them once the init has returned
- * (mpi4py frees the int arrays it narrows an MPI_X_init_c call into, as
- * MPIs copy them): the request keeps its own copies of those significant
- * on this rank (a non-root's Gatherv counts may be any pointer). An
- * erroneous call (a neighborhood call without a topology) keeps the
- * program's, for its starts to fail on as MPI's would. */
+ * (mpi4py lets go of the message object that holds them after
+ * MPI_X_init_c returns, as MPIs copy them): the request keeps its own
+ * copies of those read on this rank (cmx_arrays_read). An erroneous call
+ * (a neighborhood call without a topology) keeps the program's, for its
+ * starts to fail on as MPI's would. */
 static void keep_arrays(cmx_req *e, cmx_args *a)
 {
 	int nin = 0, nout = 0, me = 0, inter = 0;
@@ -628,22 +625,23 @@ static void keep_arrays(cmx_req *e, cmx_args *a)
 	    cmx_px.Comm_rank(a->comm, &me) != 0 || cmx_px.Comm_test_inter(a->comm, &inter) != 0)
 		return;
 	const int root = cmx_is_root(a, inter, me);
-	/* in place, the send arrays are not read */
-	const int ssig = (a->coll != CMX_COLL_SCATTERV || root) && a->sbuf != cmx_abi.in_place, rsig = a->coll != CMX_COLL_GATHERV || root;
 	const size_t cnt = a->large ? sizeof(cmx_count) : sizeof(int), h = cmx_abi.int_handles ? sizeof(int) : sizeof(cmx_h);
-	const size_t disp = a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW ? sizeof(cmx_aint) : sizeof(int);
-	if (ssig) {
+	const size_t disp = cmx_displs_aint(a) ? sizeof(cmx_aint) : sizeof(int);
+	if (cmx_arrays_read(a, 0, root)) {
 		a->scounts = keep_copy(e, a->scounts, nout, cnt);
 		a->sdispls = keep_copy(e, a->sdispls, nout, disp);
 		a->stypes = keep_copy(e, a->stypes, nout, h);
 	}
-	if (rsig) {
+	if (cmx_arrays_read(a, 1, root)) {
 		a->rcounts = keep_copy(e, a->rcounts, nin, cnt);
 		a->rdispls = keep_copy(e, a->rdispls, nin, disp);
 		a->rtypes = keep_copy(e, a->rtypes, nin, h);
 	}
 }
 
+/* A persistent call collmux runs itself: the program holds an anchor, a
+ * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
+ * soon as it starts; each start runs the call in its nonblocking form. */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
 	cmx_req *e = cmx_req_new(a->fn);

@@ -36,7 +36,7 @@ static int blocks(const cmx_args *a, int which, int n, int64_t *lo, int64_t *hi)
 {
 	const void *cnts = which ? a->rcounts : a->scounts, *dsps = which ? a->rdispls : a->sdispls;
 	const void *types = which ? a->rtypes : a->stypes;
-	const int w = types != NULL, aint = a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW;
+	const int w = types != NULL, aint = cmx_displs_aint(a);
 	for (int j = 0; j < n; j++)
 		if (!block(w ? cmx_type_at(types, j) : which ? a->rtype : a->stype, cmx_at(dsps, j, aint), w, cmx_at(cnts, j, a->large), lo, hi))
 			return 0;
@@ -155,7 +155,7 @@ static size_t received(const void *status, size_t len)
  * would read the device addresses itself. That one fails here. */
 static int declined(const cmx_args *a, int *rc)
 {
-	if (!((a->used[0] && !a->sbuf) || (a->used[1] && !a->rbuf)))
+	if (!cmx_at_bottom(a, 0) && !cmx_at_bottom(a, 1))
 		return 0;
 	cmx_log(0, "%s: a buffer of MPI_BOTTOM in device memory could not be staged (its blocks must lie in one allocation)", cmx_fn_names[a->fn]);
 	*rc = cmx_error(a->comm, cmx_abi.err_other);

@@ -713,6 +713,26 @@ static inline int cmx_role(const cmx_args *a, int inter, int rank)
 /* Whether this process is the root of a rooted call. */
 static inline int cmx_is_root(const cmx_args *a, int inter, int rank) { return cmx_role(a, inter, rank) & (CMX_ROLE_ROOT | CMX_ROLE_INTER_ROOT); }
 
+/* Whether side w's count, displacement and datatype arrays are read on
+ * this rank (root: it is the call's root): a non-root's receive arrays
+ * of Gatherv and send arrays of Scatterv may be anything, and so may the
+ * send arrays of a call in place. */
+static inline int cmx_arrays_read(const cmx_args *a, int w, int root)
+{
+	return w ? a->coll != CMX_COLL_GATHERV || root : (a->coll != CMX_COLL_SCATTERV || root) && a->sbuf != cmx_abi.in_place;
+}
+
+/* Whether a call's displacement arrays are MPI_Aint (else int): the _c
+ * functions', and MPI_Neighbor_alltoallw's in both widths. */
+static inline int cmx_displs_aint(const cmx_args *a) { return a->large || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLW; }
+
+/* Side w's buffer is MPI_BOTTOM (the null address): its data is where the
+ * datatypes' absolute displacements put it. */
+static inline int cmx_at_bottom(const cmx_args *a, int w) { return a->used[w] && !(w ? a->rbuf : a->sbuf); }
+
+/* Whether kind is a complex number's (CMX_KIND_COMPLEX*). */
+static inline int cmx_kind_complex(int kind) { return kind == CMX_KIND_COMPLEX64 || kind == CMX_KIND_COMPLEX128; }
+
 /* Memory the MPI can read itself (host or managed): no device path and
  * no staging for it. */
 static inline int cmx_host_readable(int mem) { return mem == CMX_MEM_HOST || mem == CMX_MEM_MANAGED; }
