@@ -509,8 +509,6 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && !cmx_host_readable(a->mem)) {
 		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
 			return run(c, a, CMX_BACKEND_MPI, used);
-		if (cmx_at_bottom(a, 0) || cmx_at_bottom(a, 1)) /* the staged path copies its regions; no other takes addresses */
-			must = CMX_BACKEND_STAGED;
 		decode_moves(a);
 		if (complex_parts(a, &parts))
 			a = &parts; /* routed and run as parts; the caller keeps its own */

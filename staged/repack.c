@@ -81,7 +81,7 @@ static int pack_side(cmx_packed *r, int w, char *host, char *packed, int unpack)
 
 static int copy_region(cmx_packed *r, int w, char *host, int to_device)
 {
-	char *dev = r->s[w].buf + r->lo[w];
+	char *dev = CMX_AT(r->s[w].buf, r->lo[w]);
 	size_t len = (size_t)(r->hi[w] - r->lo[w]);
 	return (to_device ? cmx_cuda_copy(dev, host, len, NULL) : cmx_cuda_copy(host, dev, len, NULL)) && cmx_cuda_sync(NULL);
 }
@@ -144,6 +144,8 @@ static int prepare(cmx_packed *r, const cmx_args *a, const cmx_comm *c, int nin,
 		return 0;
 	if (r->hi[w] < r->lo[w]) /* nothing to move */
 		r->lo[w] = r->hi[w] = 0;
+	if (!s->buf && r->hi[w] > r->lo[w] && !cmx_cuda_ctx_for(CMX_AT(NULL, r->lo[w]))) /* MPI_BOTTOM: the data are at the region's addresses */
+		return 0;
 	for (int j = 0; j < s->n; j++)
 		elems += block_count(s, j, r->large);
 	const int64_t bytes = elems * r->size[w];
@@ -184,7 +186,8 @@ int cmx_repack(const cmx_comm *c, const cmx_args *a, cmx_args *b, cmx_packed **r
 	if (!need[0] && !need[1])
 		return 0;
 	cmx_packed *r = calloc(1, sizeof *r);
-	if (!r || !cmx_cuda_ctx_for(s[need[1]].buf)) /* the scratch goes where the buffers are */
+	/* the scratch goes where the buffers are (MPI_BOTTOM's: prepare) */
+	if (!r || (s[need[1]].buf && !cmx_cuda_ctx_for(s[need[1]].buf)))
 		goto fail;
 	*r = (cmx_packed){.large = a->large, .comm = a->comm, .s = {s[0], s[1]}};
 	*b = *a;
