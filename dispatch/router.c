@@ -528,10 +528,12 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	/* the device backends move bytes: a datatype that does not move as
 	 * bytes on this rank is packed, not declined, or this rank would be
 	 * staged while its peers, passing the same signature in basic
-	 * elements, ran the device backend */
+	 * elements, ran the device backend (the copy path's refusal is
+	 * agreed, but the fused path it falls back to decides alone) */
 	cmx_args b;
 	cmx_packed *rp = NULL;
-	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && (*backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL)) {
+	const int bytes_only = *backend == CMX_BACKEND_COPY || *backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL;
+	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && bytes_only) {
 		const int packed = cmx_repack(c, a, &b, &rp);
 		if (packed < 0)
 			return cmx_error(a->comm, cmx_abi.err_other);

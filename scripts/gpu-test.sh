@@ -310,10 +310,12 @@ done
 # contiguous type or MPI_2INT on one, ints on the others; strided and
 # column types on one side of a call, packed for the device backend on
 # that rank): the same results as the host MPI on each path, every rank
-# explaining the same routing decisions (COLLMUX_LOG=decisions)
+# explaining the same routing decisions (COLLMUX_LOG=decisions). Under
+# the copy path's rule the packing matters twice: ranks that share a GPU
+# (MPS=1) all fall from it to the fused path, which decides alone
 if [ "$RANKS" -ge 2 ]; then
   run "$RANKS" $B/typemix > $B/tm.host 2>&1
-  for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused'; do
+  for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused' '*:cuda:*:copy'; do
     env=(); [ "$rules" != default ] && env=(-x COLLMUX_RULES="$rules")
     run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
     rc=$?
