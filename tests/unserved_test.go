@@ -236,29 +236,43 @@ func TestUnservedFunctionsExistOrAreHandled(t *testing.T) {
 // several MPIs do, and falls back to its own code where they are null.
 // Under collmux it finds what it finds without collmux (collmux's exports
 // of functions the MPI lacks resolve to null), except the _c twins
-// collmux provides through their int-count functions.
+// collmux provides through their int-count functions. The same module
+// built as a program linked with -z now has its references bound, and
+// collmux's resolvers run, at start-up instead.
 func TestAbsentFunctionsStayAbsent(t *testing.T) {
 	for _, m := range impls(t) {
-		t.Run(m.name, func(t *testing.T) {
-			host := program(t, m, "dlhost.c", "dlhost", "-ldl")
-			mod := program(t, m, "weakmod.c", "libweakmod.so")
-			native, errs, err := run(t, m, 1, nil, host, mod)
-			if err != nil || !strings.Contains(native, "MPI_Pack                 present") {
-				t.Fatalf("native: %v\n%s\n%s", err, native, errs)
-			}
-			env, _ := preloaded(t)
-			got, errs, err := run(t, m, 1, env, host, mod)
-			if err != nil {
-				t.Fatalf("under collmux: %v\n%s\n%s", err, got, errs)
-			}
-			want := strings.Replace(native, "MPI_Pack_c               absent", "MPI_Pack_c               present", 1)
-			if got != want {
-				t.Errorf("under collmux:\n%s", diff(want, got))
-			}
-			if m.name == "openmpi" && !strings.Contains(native, "MPI_Isendrecv            absent") {
-				t.Errorf("Open MPI 4.1 has MPI_Isendrecv? The test no longer tests an absent function:\n%s", native)
-			}
-		})
+		forms := []struct {
+			name string
+			argv func() []string
+		}{
+			{"module loaded by dlopen", func() []string {
+				return []string{program(t, m, "dlhost.c", "dlhost", "-ldl"), program(t, m, "weakmod.c", "libweakmod.so")}
+			}},
+			{"program bound at start-up", func() []string {
+				return []string{program(t, m, "weakmod.c", "weakmain", "-DWEAKMOD_MAIN", "-Wl,-z,now")}
+			}},
+		}
+		for _, f := range forms {
+			t.Run(m.name+"/"+f.name, func(t *testing.T) {
+				argv := f.argv()
+				native, errs, err := run(t, m, 1, nil, argv...)
+				if err != nil || !strings.Contains(native, "MPI_Pack                 present") {
+					t.Fatalf("native: %v\n%s\n%s", err, native, errs)
+				}
+				env, _ := preloaded(t)
+				got, errs, err := run(t, m, 1, env, argv...)
+				if err != nil {
+					t.Fatalf("under collmux: %v\n%s\n%s", err, got, errs)
+				}
+				want := strings.Replace(native, "MPI_Pack_c               absent", "MPI_Pack_c               present", 1)
+				if got != want {
+					t.Errorf("under collmux:\n%s", diff(want, got))
+				}
+				if m.name == "openmpi" && !strings.Contains(native, "MPI_Isendrecv            absent") {
+					t.Errorf("Open MPI 4.1 has MPI_Isendrecv? The test no longer tests an absent function:\n%s", native)
+				}
+			})
+		}
 	}
 }
 
