@@ -19,6 +19,13 @@
 # rank count; exits 1 if any rank's verdicts differ, or the exit statuses
 # (NATIVE=0: if a test failed or the run did not exit 0; the failures by
 # kind go to OUT/collmux.NP.rankR.kinds.txt).
+#
+# CUPY_FILL=wrap: run a copy of TESTS (in OUT/test) whose CuPy arrays,
+# filled with a negative integer, wrap it into an unsigned type by NumPy's
+# cast (-1 is 255 in uint8). CuPy 14 raises OverflowError, and the suite then
+# fails the test on the one rank that fills (a gather's root, say) while
+# its peers enter the collective and wait for it: at 2 ranks or more the
+# run hangs, through no fault of collmux.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TESTS=$(realpath "${1:?usage: mpi4py-suite.sh TESTS [OUT]}")
@@ -30,6 +37,19 @@ read -r -a ARGS <<<"${RUNTESTS:---no-builddir -e spawn -e dynproc}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -f "$TESTS/runtests.py" ] || { echo "mpi4py-suite.sh: no runtests.py in $TESTS" >&2; exit 2; }
 mkdir -p "$OUT"
+if [ "${CUPY_FILL:-}" = wrap ]; then
+  [ "$OUT/test" != "$TESTS" ] || { echo "mpi4py-suite.sh: CUPY_FILL=wrap copies TESTS to OUT/test, which is TESTS" >&2; exit 2; }
+  rm -rf "$OUT/test" && cp -r "$TESTS" "$OUT/test" && TESTS=$OUT/test
+  "$PYTHON" - "$TESTS/arrayimpl.py" <<'PY' || { echo "mpi4py-suite.sh: CUPY_FILL=wrap: cannot patch $TESTS/arrayimpl.py" >&2; exit 2; }
+import sys
+path = sys.argv[1]
+text = open(path).read()
+cls = text.index("class GPUArrayCuPy")
+fill = text.index("self.array.fill(arg)", cls)
+wrapped = "self.array.fill(numpy.asarray(arg).astype(typecode)[()] if isinstance(arg, int) and arg < 0 else arg)"
+open(path, "w").write(text[:fill] + wrapped + text[fill + len("self.array.fill(arg)"):])
+PY
+fi
 X=(-x LD_PRELOAD="$LIB")
 for v in $(env | grep -o '^COLLMUX_[A-Z_]*'); do X+=(-x "$v"); done
 # verdicts DIR NP: one file per rank, a line per test ("name ... verdict"),
