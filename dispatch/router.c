@@ -438,7 +438,10 @@ static int vet(const cmx_args *a, const cmx_comm *c)
 		if (a->used[w] && (n < 0 || n > max || (!a->stypes && (w ? a->rtype : a->stype) == cmx_abi.dtype_null)))
 			return CMX_BACKEND_MPI;
 	}
-	if (a->rbuf == cmx_abi.in_place && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
+	/* (a non-root's receive buffer of a reduce or gather is not
+	 * significant: MPI_IN_PLACE there is as good as any other value) */
+	const int rsig = cmx_families[a->coll].who[1] & a->role;
+	if (a->rbuf == cmx_abi.in_place && rsig && a->coll != CMX_COLL_SCATTER && a->coll != CMX_COLL_SCATTERV)
 		return CMX_BACKEND_MPI;
 	if (a->op == cmx_abi.op_null && a->op)
 		return CMX_BACKEND_MPI;
@@ -518,6 +521,11 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		const cmx_route *r = pick(c, a, *bytes);
 		if (r)
 			*backend = r->backend, *rule = r->rule;
+		/* nothing moves (a size every rank shares): MPI on every rank,
+		 * whatever the buffers, of which one rank's may be NULL (an empty
+		 * tensor's) while its peers' are device pointers */
+		if (*bytes == 0)
+			*backend = CMX_BACKEND_MPI, *rule = -1;
 		if (cmx_cfg.check && must < 0 && (rc = check(a, c, *bytes)) != 0) /* staged: MPI judges the call */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {

@@ -511,7 +511,9 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 {
 	if (!c || a->mem != CMX_MEM_DEVICE || c->inter || c->nccl_state < 0)
 		return 0;
-	const void *any = a->rbuf && a->rbuf != cmx_abi.in_place ? a->rbuf : a->sbuf;
+	/* a buffer significant here (a non-root's receive buffer of a reduce
+	 * may be anything), whose context the call runs in */
+	const void *any = a->used[1] ? a->rbuf : a->sbuf;
 	if (c->nccl_state == 0)
 		setup(c, any);
 	if (c->nccl_state != 1)

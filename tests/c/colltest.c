@@ -567,6 +567,35 @@ static void test_bottom(MPI_Comm comm)
 	FREE(sb), FREE(rb);
 }
 
+/* Where ranks' buffers differ in what MPI lets them pass: MPI_IN_PLACE as
+ * the receive buffer of a reduce and a gather off the root, where it is
+ * not significant; and calls that move nothing, where rank 0 passes NULL
+ * (an empty tensor's pointer) and the others their buffers. Every rank
+ * must still take the same path. */
+static void test_leaf_buffers(MPI_Comm comm)
+{
+	enum { K = 3 };
+	const int root = size - 1;
+	int *sb = CALLOC(K, sizeof(int)), *rb = CALLOC(K * (size_t)size, sizeof(int));
+	for (int i = 0; i < K; i++)
+		sb[i] = val(rank, i);
+	for (int i = 0; i < K * size; i++)
+		rb[i] = -1;
+	CALL(MPI_Reduce(D(sb), rank == root ? D(rb) : MPI_IN_PLACE, K, MPI_INT, MPI_SUM, root, comm));
+	for (int i = 0; rank == root && i < K; i++)
+		CHECK(rb[i] == size * (size - 1) / 2 * 1000 + size * i, "reduce, leaves' receive buffer MPI_IN_PLACE: element %d: %d", i, rb[i]);
+	CALL(MPI_Gather(D(sb), K, MPI_INT, rank == root ? D(rb) : MPI_IN_PLACE, K, MPI_INT, root, comm));
+	for (int i = 0; rank == root && i < K * size; i++)
+		CHECK(rb[i] == val(i / K, i % K), "gather, leaves' receive buffer MPI_IN_PLACE: element %d: %d", i, rb[i]);
+	report("world.gather.leaf-inplace", rb, sizeof(int) * K * (size_t)size, comm);
+	void *s0 = rank == 0 ? NULL : D(sb), *r0 = rank == 0 ? NULL : D(rb);
+	CALL(MPI_Allreduce(s0, r0, 0, MPI_INT, MPI_SUM, comm));
+	CALL(MPI_Bcast(r0, 0, MPI_INT, root, comm));
+	CALL(MPI_Allgather(s0, 0, MPI_INT, r0, 0, MPI_INT, comm));
+	CHECK(rb[0] == (rank == root ? val(0, 0) : -1), "calls of no bytes changed the buffer: %d", rb[0]);
+	FREE(sb), FREE(rb);
+}
+
 /* Communicators made and freed in a loop: collmux's per-communicator state
  * must go with them (collmux_comm_states, when collmux is loaded). */
 static void test_comm_churn(void)
@@ -610,6 +639,7 @@ int main(int argc, char **argv)
 	test_user_op(MPI_COMM_WORLD);
 	test_movement(MPI_COMM_WORLD, "world");
 	test_bottom(MPI_COMM_WORLD);
+	test_leaf_buffers(MPI_COMM_WORLD);
 
 	/* a sub-communicator in reverse rank order */
 	MPI_Comm rev;
