@@ -628,7 +628,8 @@ static int reduce_local(const cmx_args *a, int *rc)
 }
 
 /* The job of a call, from what the kernels can express; every input here
- * is agreed across ranks. 0: not one the kernels run. */
+ * is agreed across ranks (a datatype that does not move as bytes on some
+ * rank was packed by the router first). 0: not one the kernels run. */
 static int job_of(const cmx_comm *c, const cmx_args *a, cmx_fused_job *j)
 {
 	const int n = c->size, me = c->rank, ip = a->sbuf == cmx_abi.in_place;
