@@ -342,6 +342,24 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 	return 0;
 }
 
+/* The size COLLMUX_CHECK compares: the routing size, except that on host
+ * memory, where routing leaves a derived datatype's size to MPI (unknown,
+ * so -1), the check asks MPI for it: a contiguous type on one rank and
+ * basic elements on another are one size, not a disagreement. A null
+ * datatype is left to MPI's own check of the call. */
+static uint64_t check_bytes(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
+{
+	if (bytes != UINT64_MAX || a->mem != CMX_MEM_HOST || (cmx_families[a->coll].flags & CMX_FAM_UNEVEN))
+		return bytes;
+	for (int w = 0; w < 2; w++) {
+		const cmx_h t = w ? a->rtype : a->stype;
+		if (a->used[w] && (!t || t == cmx_abi.dtype_null))
+			return bytes;
+	}
+	const int64_t b = call_bytes(a, c, 1);
+	return b < 0 ? UINT64_MAX : (uint64_t)b;
+}
+
 /* The backends, in the order a call falls back through them: a call goes
  * to the backend its route names and, if that one declines (for a reason
  * every rank shares: the call's shape, datatype, op, memory kind, or the
@@ -526,7 +544,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		 * tensor's) while its peers' are device pointers */
 		if (*bytes == 0)
 			*backend = CMX_BACKEND_MPI, *rule = -1;
-		if (cmx_cfg.check && must < 0 && (rc = check(a, c, *bytes)) != 0) /* staged: MPI judges the call */
+		if (cmx_cfg.check && must < 0 && (rc = check(a, c, check_bytes(a, c, *bytes))) != 0) /* staged: MPI judges the call */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
