@@ -509,7 +509,9 @@ void cmx_fused_release(cmx_comm *c)
 		return;
 	stop(c->fused);
 	pthread_mutex_lock(&ws_mu);
-	if (c->fused_state == 1)
+	/* one whose nonblocking job failed keeps the kernel's error flag,
+	 * which would fail every job of a communicator taking it over */
+	if (c->fused_state == 1 && !c->fused->failed && !c->fused->bell->err)
 		c->fused->pool = RETIRED;
 	pthread_mutex_unlock(&ws_mu);
 	c->fused = NULL;
