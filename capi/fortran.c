@@ -135,7 +135,9 @@ void cmx_f_status_back(int *f, cmx_f_status_t *c, int rc)
  * on device memory) would complete without its data copied back. While
  * collmux owns no request they go straight to Open MPI's own; otherwise
  * the Fortran requests and statuses are converted and collmux's C
- * functions (mpi/request.c) complete them. Indices become 1-based. */
+ * functions (mpi/request.c) complete them (MPI_REQUEST_GET_STATUS too,
+ * which completes nothing but copies a finished receive back). Indices
+ * become 1-based. */
 int MPI_Wait(void *, void *);
 int MPI_Test(void *, int *, void *);
 int MPI_Waitall(int, void *, void *);
@@ -144,6 +146,7 @@ int MPI_Waitany(int, void *, int *, void *);
 int MPI_Testany(int, void *, int *, int *, void *);
 int MPI_Waitsome(int, void *, int *, int *, void *);
 int MPI_Testsome(int, void *, int *, int *, void *);
+int MPI_Request_get_status(cmx_h, int *, void *);
 int MPI_Cancel(void *);
 int MPI_Request_free(void *);
 int MPI_Start(void *);
@@ -179,16 +182,15 @@ static int fset_in(fset *s, int n, const int *freqs, const int *fst)
 	return 1;
 }
 
-/* requests back, and the statuses of `which` (NULL: all n; else m indices, 0-based) */
-static void fset_out(fset *s, int *freqs, int *fst, const int *which, int m)
+/* requests back, and the first m statuses: all n of Waitall, or the
+ * completed requests' of Waitsome, in the order of their indices */
+static void fset_out(fset *s, int *freqs, int *fst, int m)
 {
 	const int fsize = cmx_abi.status_size / (int)sizeof(int); /* Open MPI's MPI_STATUS_SIZE */
 	for (int i = 0; i < s->n; i++)
 		freqs[i] = cmx_px.Request_c2f(s->reqs[i]);
-	for (int k = 0; s->st && k < (which ? m : s->n); k++) {
-		const int i = which ? which[k] : k;
-		cmx_px.Status_c2f(s->st + (size_t)i * (size_t)cmx_abi.status_size, fst + (size_t)i * (size_t)fsize);
-	}
+	for (int k = 0; s->st && k < m; k++)
+		cmx_px.Status_c2f(s->st + (size_t)k * (size_t)cmx_abi.status_size, fst + (size_t)k * (size_t)fsize);
 	if (s->reqs != s->small)
 		free(s->reqs);
 	if (s->st && s->st != s->small_st)
@@ -246,7 +248,7 @@ static void f_waitall(void **next, const char *sym, int *n, int *reqs, int *stat
 		return;
 	}
 	int rc = MPI_Waitall(s.n, s.reqs, fset_st(&s));
-	fset_out(&s, reqs, statuses, NULL, 0);
+	fset_out(&s, reqs, statuses, s.n);
 	FDONE(rc);
 }
 
@@ -263,15 +265,16 @@ static void f_testall(void **next, const char *sym, int *n, int *reqs, int *flag
 	}
 	int f = 0, rc = MPI_Testall(s.n, s.reqs, &f, fset_st(&s));
 	*flag = f != 0;
-	fset_out(&s, reqs, statuses, NULL, f ? s.n : 0);
+	fset_out(&s, reqs, statuses, f ? s.n : 0);
 	FDONE(rc);
 }
 
-/* one status, of request i (or none) */
-static void any_out(fset *s, int *reqs, int *status, int i, cmx_f_status_t *st, int rc)
+/* the requests back, and the one status where the call set it: that of
+ * the request completed, or the empty status of MPI_UNDEFINED */
+static void any_out(fset *s, int *reqs, int *status, int set, cmx_f_status_t *st, int rc)
 {
-	fset_out(s, reqs, NULL, NULL, 0);
-	if (i >= 0)
+	fset_out(s, reqs, NULL, 0);
+	if (set)
 		cmx_f_status_back(status, st, rc);
 }
 
@@ -288,7 +291,7 @@ static void f_waitany(void **next, const char *sym, int *n, int *reqs, int *inde
 	}
 	cmx_f_status_t st;
 	int i = -1, rc = MPI_Waitany(s.n, s.reqs, &i, cmx_f_status(status, &st));
-	any_out(&s, reqs, status, i, &st, rc);
+	any_out(&s, reqs, status, 1, &st, rc);
 	*index = i >= 0 ? i + 1 : i; /* MPI_UNDEFINED stays */
 	FDONE(rc);
 }
@@ -306,7 +309,7 @@ static void f_testany(void **next, const char *sym, int *n, int *reqs, int *inde
 	}
 	cmx_f_status_t st;
 	int i = -1, f = 0, rc = MPI_Testany(s.n, s.reqs, &i, &f, cmx_f_status(status, &st));
-	any_out(&s, reqs, status, f ? i : -1, &st, rc);
+	any_out(&s, reqs, status, f, &st, rc);
 	*index = i >= 0 ? i + 1 : i;
 	*flag = f != 0;
 	FDONE(rc);
@@ -327,9 +330,23 @@ static void f_some(int (*fn)(int, void *, int *, int *, void *), void **next, co
 	}
 	int rc = fn(s.n, s.reqs, outcount, indices, fset_st(&s));
 	const int m = *outcount > 0 ? *outcount : 0; /* MPI_UNDEFINED: none */
-	fset_out(&s, reqs, statuses, indices, m);
+	fset_out(&s, reqs, statuses, m);
 	for (int k = 0; k < m; k++)
 		indices[k]++;
+	FDONE(rc);
+}
+
+static void f_request_get_status(void **next, const char *sym, int *req, int *flag, int *status, int *ierr)
+{
+	if (!own()) {
+		FNEXT(void (*)(int *, int *, int *, int *), req, flag, status, ierr);
+		return;
+	}
+	cmx_f_status_t st;
+	int f = 0, rc = MPI_Request_get_status(cmx_px.Request_f2c(*req), &f, cmx_f_status(status, &st));
+	*flag = f != 0; /* LOGICAL: Open MPI's .TRUE. is 1 */
+	if (f)
+		cmx_f_status_back(status, &st, rc);
 	FDONE(rc);
 }
 
@@ -389,7 +406,7 @@ static void f_startall(void **next, const char *sym, int *n, int *reqs, int *ier
 		return;
 	}
 	int rc = MPI_Startall(s.n, s.reqs);
-	fset_out(&s, reqs, NULL, NULL, 0);
+	fset_out(&s, reqs, NULL, 0);
 	FDONE(rc);
 }
 
@@ -424,6 +441,7 @@ F4(waitany, WAITANY, (int *n, int *reqs, int *index, int *status, int *ierr), n,
 F4(testany, TESTANY, (int *n, int *reqs, int *index, int *flag, int *status, int *ierr), n, reqs, index, flag, status, ierr)
 F4(waitsome, WAITSOME, (int *n, int *reqs, int *outcount, int *indices, int *statuses, int *ierr), n, reqs, outcount, indices, statuses, ierr)
 F4(testsome, TESTSOME, (int *n, int *reqs, int *outcount, int *indices, int *statuses, int *ierr), n, reqs, outcount, indices, statuses, ierr)
+F4(request_get_status, REQUEST_GET_STATUS, (int *req, int *flag, int *status, int *ierr), req, flag, status, ierr)
 F4(cancel, CANCEL, (int *req, int *ierr), req, ierr)
 F4(request_free, REQUEST_FREE, (int *req, int *ierr), req, ierr)
 F4(start, START, (int *req, int *ierr), req, ierr)

@@ -4,7 +4,9 @@
 ! Sendrecv and Sendrecv_replace; Isend and Irecv completed by MPI_Waitall,
 ! MPI_Test, MPI_Waitany and MPI_Waitsome; an MPI_Iallreduce and MPI_Wait;
 ! persistent Send_init / Recv_init started twice by MPI_Startall and
-! MPI_Start, then freed. Built with -DCOLLTEST_CUDA every message
+! MPI_Start, then freed, MPI_Waitany over null requests alone meanwhile;
+! MPI_Waitsome's status of a receive beside a null request, and
+! MPI_Request_get_status polled until a receive is done. Built with -DCOLLTEST_CUDA every message
 ! buffer is device memory (cudaMalloc through C interop), as a CUDA
 ! Fortran code's would be. Rank 0 prints one line per check, so that runs
 ! with and without collmux compare byte for byte.
@@ -14,7 +16,7 @@ program fp2ptest
   implicit none
   integer, parameter :: n = 1000
   integer :: ierr, rank, np, next, prev, cnt, fails, total
-  integer :: st(MPI_STATUS_SIZE), sts(MPI_STATUS_SIZE, 2), reqs(2), idx(2), outc, k
+  integer :: st(MPI_STATUS_SIZE), sts(MPI_STATUS_SIZE, 2), reqs(2), idx(2), outc, k, nul(1)
   logical :: flag
   integer, pointer :: sb(:), rb(:)
   integer, allocatable, target :: h(:)
@@ -149,9 +151,38 @@ program fp2ptest
     call MPI_Waitall(2, reqs, sts, ierr)
     call check('persistent start', k, prev, n)
   end do
+  ! Waitany over null requests alone: an empty status (and MPI_UNDEFINED,
+  ! which MPICH 4.0's Fortran binding gives plus one: not checked)
+  nul = MPI_REQUEST_NULL
+  st = -5
+  call MPI_Waitany(1, nul, k, st, ierr)
+  call check_status('waitany of none', st(MPI_SOURCE) == MPI_ANY_SOURCE .and. st(MPI_TAG) == MPI_ANY_TAG)
   call MPI_Request_free(reqs(1), ierr)
   call MPI_Request_free(reqs(2), ierr)
   call check_status('persistent freed', reqs(1) == MPI_REQUEST_NULL .and. reqs(2) == MPI_REQUEST_NULL)
+
+  ! Waitsome over a null request and a receive: the receive's status is the first
+  call put(sb, 12)
+  reqs(1) = MPI_REQUEST_NULL
+  call MPI_Irecv(rb, n, MPI_INTEGER, MPI_ANY_SOURCE, 120, MPI_COMM_WORLD, reqs(2), ierr)
+  call MPI_Send(sb, n, MPI_INTEGER, next, 120, MPI_COMM_WORLD, ierr)
+  sts = -5
+  call MPI_Waitsome(2, reqs, outc, idx, sts, ierr)
+  call check('irecv waitsome', 12, prev, n)
+  call check_status('waitsome status', outc == 1 .and. idx(1) == 2 .and. sts(MPI_SOURCE, 1) == prev .and. &
+                    sts(MPI_TAG, 1) == 120)
+
+  ! MPI_Request_get_status until a receive is done: its data is there before MPI_Wait
+  call put(sb, 13)
+  call MPI_Irecv(rb, n, MPI_INTEGER, prev, 130, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Send(sb, n, MPI_INTEGER, next, 130, MPI_COMM_WORLD, ierr)
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Request_get_status(reqs(1), flag, st, ierr)
+  end do
+  call check('irecv request_get_status', 13, prev, n)
+  call check_status('request_get_status status', st(MPI_TAG) == 130 .and. reqs(1) /= MPI_REQUEST_NULL)
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
 
   call MPI_Reduce(fails, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a,i0,a,i0,a)', 'fp2ptest: ', np, ' ranks, ', total, ' failures'
