@@ -105,8 +105,15 @@ static void unlink_locked(cmx_req *e)
 		}
 }
 
+static void progress_orphans(int wait);
+
+/* A new entry. Requests the program freed while active are finished here
+ * too, not only in completion calls: a program may free every request it
+ * starts (sends it knows complete from a reply) and never make one, and
+ * each would keep its staging memory. */
 cmx_req *cmx_req_new(int fn)
 {
+	progress_orphans(0);
 	cmx_req *e = calloc(1, sizeof *e);
 	if (e) {
 		e->fn = fn;

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +174,29 @@ func TestStagingMemoryFreed(t *testing.T) {
 			}
 			if r := readStats(t, statsFile); r.Calls("sendrecv", "staged") == 0 {
 				t.Errorf("statistics show no staged sendrecv call")
+			}
+		})
+	}
+}
+
+// Device sends whose requests the program frees at once, acknowledged by
+// a reply and never completed by a completion call (freedsends), are
+// finished by collmux as it makes its next request: 200 such sends leave
+// a few pinned staging buffers, not one each (200 before the fix).
+func TestFreedSendsFinished(t *testing.T) {
+	live := regexp.MustCompile(`pinned allocations live after them: (\d+)`)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			dir := fakeCUDA(t)
+			prog := deviceProgram(t, m, "freedsends.c", "freedsends")
+			env, _ := preloaded(t, "LD_LIBRARY_PATH", dir)
+			out, errs, err := run(t, m, 2, env, prog)
+			mm := live.FindStringSubmatch(out)
+			if err != nil || !strings.Contains(out, "freedsends: 2 ranks, 0 failures") || mm == nil {
+				t.Fatalf("%v\n%s\n%s", err, out, errs)
+			}
+			if n, _ := strconv.Atoi(mm[1]); n > 4 {
+				t.Errorf("%d pinned allocations live after 200 freed sends, want at most 4: the freed requests were not finished", n)
 			}
 		})
 	}
