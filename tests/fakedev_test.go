@@ -146,6 +146,22 @@ func TestDeviceBuffersStaged(t *testing.T) {
 	}
 }
 
+// stagedRun runs the device build of src at 2 ranks under collmux on the
+// CUDA stand-in; it must exit 0 and report no failures. Its output and
+// statistics file.
+func stagedRun(t *testing.T, m mpiImpl, src string) (out, statsFile string) {
+	t.Helper()
+	name := strings.TrimSuffix(src, ".c")
+	dir := fakeCUDA(t)
+	prog := deviceProgram(t, m, src, name)
+	env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir)
+	out, errs, err := run(t, m, 2, env, prog)
+	if err != nil || !strings.Contains(out, name+": 2 ranks, 0 failures") {
+		t.Fatalf("%v\n%s\n%s", err, out, errs)
+	}
+	return out, statsFile
+}
+
 // The pinned buffer a thread stages its blocking device calls through goes
 // when the thread does, and the last ones at MPI_Finalize: stagethreads
 // starts and joins 20 rounds of 4 threads making device point-to-point
@@ -155,13 +171,7 @@ func TestStagingMemoryFreed(t *testing.T) {
 	line := regexp.MustCompile(`stagethreads: rank (\d): \d+ rounds of \d+ threads, pinned allocations live: at most (-?\d+) after a round, (-?\d+) before MPI_Finalize, (-?\d+) after`)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
-			dir := fakeCUDA(t)
-			prog := deviceProgram(t, m, "stagethreads.c", "stagethreads")
-			env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir)
-			out, errs, err := run(t, m, 2, env, prog)
-			if err != nil || !strings.Contains(out, "stagethreads: 2 ranks, 0 failures") {
-				t.Fatalf("%v\n%s\n%s", err, out, errs)
-			}
+			out, statsFile := stagedRun(t, m, "stagethreads.c")
 			seen := 0
 			for _, mm := range line.FindAllStringSubmatch(out, -1) {
 				seen++
@@ -187,13 +197,10 @@ func TestFreedSendsFinished(t *testing.T) {
 	live := regexp.MustCompile(`pinned allocations live after them: (\d+)`)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
-			dir := fakeCUDA(t)
-			prog := deviceProgram(t, m, "freedsends.c", "freedsends")
-			env, _ := preloaded(t, "LD_LIBRARY_PATH", dir)
-			out, errs, err := run(t, m, 2, env, prog)
+			out, _ := stagedRun(t, m, "freedsends.c")
 			mm := live.FindStringSubmatch(out)
-			if err != nil || !strings.Contains(out, "freedsends: 2 ranks, 0 failures") || mm == nil {
-				t.Fatalf("%v\n%s\n%s", err, out, errs)
+			if mm == nil {
+				t.Fatalf("no count of pinned allocations:\n%s", out)
 			}
 			if n, _ := strconv.Atoi(mm[1]); n > 4 {
 				t.Errorf("%d pinned allocations live after 200 freed sends, want at most 4: the freed requests were not finished", n)
