@@ -46,6 +46,8 @@ struct cmx_req {
 	const char *from;
 	size_t len;
 	int trim;
+	cmx_run *runs; /* with runs, nruns blocks alone (a datatype with gaps) */
+	int nruns;
 	/* REQ_DEVICE: done when poll(arg, v) says so (1 done, 0 not yet, -1
 	 * failed); drop(arg) once it is */
 	int (*poll)(void *, uint64_t);
@@ -181,9 +183,10 @@ void cmx_req_drop(cmx_req *e)
 		discard(e);
 }
 
-void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim)
+void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim, cmx_run *runs, int n)
 {
-	e->dev = dev, e->from = from, e->len = len, e->trim = trim;
+	e->dev = dev, e->from = from, e->len = len, e->trim = trim, e->runs = runs, e->nruns = n;
+	cmx_req_keep(e, runs);
 }
 
 int cmx_req_then(const void *req, int (*fn)(void *, int), void *arg)
@@ -263,7 +266,7 @@ static int copy_back(cmx_req *e, const void *status)
 	}
 	if (cancelled || !n)
 		return 0;
-	if (cmx_cuda_ctx_for(e->dev) && cmx_cuda_copy(e->dev, e->from, n, NULL) && cmx_cuda_sync(NULL))
+	if (cmx_cuda_ctx_for(e->dev) && cmx_staged_copy_back(e->dev, e->from, n, e->runs, e->nruns))
 		return 0;
 	cmx_log(0, "%s: copying the received data back to the device failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
 	return cmx_abi.err_other;

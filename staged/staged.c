@@ -150,16 +150,64 @@ static size_t received(const void *status, size_t len)
 	return len;
 }
 
-/* A call the staged path could not stage falls to the next backend (the
- * MPI), but not one with a buffer of MPI_BOTTOM in device memory: the MPI
- * would read the device addresses itself. That one fails here. */
-static int declined(const cmx_args *a, int *rc)
+/* A call with device buffers that the staged path cannot stage fails
+ * here, with a message naming it: the next backend, the MPI, would read
+ * the device addresses itself. */
+static int declined(const cmx_args *a, int *rc, const char *why)
 {
-	if (!cmx_at_bottom(a, 0) && !cmx_at_bottom(a, 1))
-		return 0;
-	cmx_log(0, "%s: a buffer of MPI_BOTTOM in device memory could not be staged (its blocks must lie in one allocation)", cmx_fn_names[a->fn]);
+	const int bottom = cmx_at_bottom(a, 0) || cmx_at_bottom(a, 1);
+	cmx_log(0, "%s: device memory could not be staged (%s%s); the call fails with MPI_ERR_OTHER", cmx_fn_names[a->fn], why,
+		bottom ? "; a buffer of MPI_BOTTOM must have its blocks in one allocation" : "");
 	*rc = cmx_error(a->comm, cmx_abi.err_other);
 	return 1;
+}
+
+/* The blocks of a receive region [lo, lo + len) that count elements of
+ * type put data in, as offsets from lo (*n of them, malloc'd); NULL where
+ * MPI cannot say, and the whole region then goes back. A datatype's gaps
+ * are not the call's: the program may write there while it runs (another
+ * receive's column of the same array), and a whole copy back would undo
+ * that. The blocks are where MPI_Unpack of as many 0xff bytes lands. */
+static cmx_run *runs_of(const cmx_args *a, int64_t lo, size_t len, int *n)
+{
+	int size = 0;
+	*n = 0;
+	if (cmx_px.Type_size(a->rtype, &size) != 0 || size <= 0 || a->rcount <= 0 || (int64_t)size * a->rcount > INT_MAX ||
+	    a->rcount > INT_MAX)
+		return NULL;
+	const int total = size * (int)a->rcount;
+	unsigned char *mask = calloc(len + 1, 1), *ones = malloc((size_t)total);
+	cmx_run *runs = NULL;
+	int pos = 0, k = 0;
+	if (mask && ones) {
+		memset(ones, 0xff, (size_t)total);
+		if (cmx_px.Unpack(ones, total, &pos, mask - lo, (int)a->rcount, a->rtype, a->comm) == 0) {
+			for (size_t i = 0; i < len; i++)
+				k += mask[i] && (i == 0 || !mask[i - 1]);
+			runs = malloc(sizeof *runs * (size_t)(k ? k : 1));
+		}
+	}
+	for (size_t i = 0, j = 0; runs && i < len; i++)
+		if (mask[i] && (i == 0 || !mask[i - 1]))
+			runs[j++] = (cmx_run){i, 0};
+		else if (!mask[i] && i > 0 && mask[i - 1])
+			runs[j - 1].len = i - runs[j - 1].off;
+	if (runs && k && !runs[k - 1].len)
+		runs[k - 1].len = len - runs[k - 1].off;
+	free(mask);
+	free(ones);
+	*n = k;
+	return runs;
+}
+
+int cmx_staged_copy_back(void *dev, const char *from, size_t len, const cmx_run *runs, int n)
+{
+	int ok = 1;
+	if (!runs)
+		ok = cmx_cuda_copy(dev, from, len, NULL);
+	for (int i = 0; runs && ok && i < n; i++)
+		ok = cmx_cuda_copy((char *)dev + runs[i].off, from + runs[i].off, runs[i].len, NULL);
+	return ok && cmx_cuda_sync(NULL);
 }
 
 /* c is NULL for point-to-point and local calls. */
@@ -174,7 +222,10 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	/* MPI_BOTTOM (the null address) with absolute displacements: the
 	 * regions are addresses; one buffer only in Sendrecv_replace */
 	const char *buf[2] = {a->sbuf, a->rbuf};
-	const int one = a->sbuf == a->rbuf && (a->sbuf || a->fn == CMX_FN_SENDRECV_REPLACE || a->fn == CMX_FN_SENDRECV_REPLACE_C);
+	const int p2p = cmx_coll_class[a->coll] == CMX_CLASS_P2P;
+	/* (a send and a receive may share an address where their blocks do
+	 * not overlap: a receive of nothing, interleaved datatypes) */
+	const int one = p2p ? a->fn == CMX_FN_SENDRECV_REPLACE || a->fn == CMX_FN_SENDRECV_REPLACE_C : a->sbuf == a->rbuf && a->sbuf;
 	int64_t lo[2], hi[2];
 	int dev[2], nin = 1, nout = 1;
 	size_t len[2] = {0, 0};
@@ -187,18 +238,18 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		if (dev[w])
 			len[w] = (size_t)(hi[w] - lo[w]);
 	}
-	if (cmx_coll_class[a->coll] == CMX_CLASS_P2P && one)
+	if (p2p && one)
 		dev[0] = 0, len[0] = 0; /* one buffer (Sendrecv_replace), staged once as the receive buffer */
 	if (!dev[0] && !dev[1])
 		return 0;
 	if (!cmx_cuda_ctx_for(dev[1] ? CMX_AT(buf[1], lo[1]) : CMX_AT(buf[0], lo[0])))
-		return 0;
+		return declined(a, rc, "no CUDA context for its buffer");
 	/* a receive of a plain type may deliver less than its count: the copy
 	 * back then takes what arrived, by the status, and needs no copy in.
 	 * Any other receive region is copied in first, so that what the call
 	 * leaves untouched (gaps between blocks, holes of a derived type, an
 	 * in-place contribution) goes back unchanged. */
-	const int trim = cmx_coll_class[a->coll] == CMX_CLASS_P2P && dev[1] && a->move[1] && !one;
+	const int trim = p2p && dev[1] && a->move[1] && !one;
 	const int async = a->form == CMX_FORM_NONBLOCKING;
 	/* the receive copy sits after the send copy, 64 bytes further where
 	 * the two would otherwise start at the same address once rebased by
@@ -207,7 +258,10 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	const size_t total = len[0] + len[1] + 65;
 	char *h = async ? cmx_pinned_get(total) : staging(total);
 	if (!h)
-		return declined(a, rc);
+		return declined(a, rc, "no pinned host memory for its copy");
+	/* a point-to-point receive of a datatype with gaps goes back by blocks */
+	int nruns = 0;
+	cmx_run *runs = p2p && dev[1] && !trim ? runs_of(a, lo[1], len[1], &nruns) : NULL;
 	char *hb[2] = {h, h + len[0]};
 	if (dev[0] && dev[1] && hb[0] - lo[0] == hb[1] - lo[1])
 		hb[1] += 64;
@@ -231,7 +285,9 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 			goto fail;
 		cmx_req_pinned(b.entry, h, total);
 		if (dev[1])
-			cmx_req_copy_back(b.entry, CMX_AT(a->rbuf, lo[1]), hb[1], len[1], trim);
+			cmx_req_copy_back(b.entry, CMX_AT(a->rbuf, lo[1]), hb[1], len[1], trim, runs, nruns);
+		else
+			free(runs);
 		if ((*rc = cmx_forward(&b)) == 0)
 			cmx_req_file(b.entry, a->req);
 		else
@@ -240,16 +296,18 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	}
 	*rc = cmx_forward(&b);
 	size_t back = trim ? received(b.status, len[1]) : len[1];
-	if (*rc == 0 && dev[1] && back && (!cmx_cuda_copy(CMX_AT(a->rbuf, lo[1]), hb[1], back, NULL) || !cmx_cuda_sync(NULL))) {
+	if (*rc == 0 && dev[1] && back && !cmx_staged_copy_back(CMX_AT(a->rbuf, lo[1]), hb[1], back, runs, nruns)) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
 	}
+	free(runs);
 	unstage();
 	return 1;
 fail:
+	free(runs);
 	if (async)
 		cmx_pinned_put(h, total);
 	else
 		unstage();
-	return declined(a, rc);
+	return declined(a, rc, "a copy between host and device, or a request, failed");
 }

@@ -795,9 +795,17 @@ void cmx_req_pinned(cmx_req *e, void *p, size_t n); /* cmx_pinned_put(p, n) then
 void *cmx_pinned_get(size_t n);
 void cmx_pinned_put(void *p, size_t n);
 void cmx_pinned_release(void); /* frees what the pool holds (MPI_Finalize) */
+/* Blocks of a receive region that a datatype puts data in (staged.c). */
+typedef struct {
+	size_t off, len;
+} cmx_run;
 /* On completion, copy len bytes from host `from` to device `dev` (with
- * trim, only the bytes the status says arrived). */
-void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim);
+ * trim, only the bytes the status says arrived; with runs, n of them,
+ * only those blocks, and the request frees runs). */
+void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim, cmx_run *runs, int n);
+/* Copies len bytes from host to device, or only the n runs where runs is
+ * not NULL, on the legacy default stream; 0 on a failure. */
+int cmx_staged_copy_back(void *dev, const char *from, size_t len, const cmx_run *runs, int n);
 /* Once the request collmux filed under *req completes (after any copy
  * back), fn(arg, 1), whose result becomes the completion's; fn(arg, 0)
  * instead when it failed or is dropped first. -1 when collmux holds no

@@ -315,6 +315,54 @@ static void test_sendrecv(void)
 	FREE(sb), FREE(rb), FREE(xb);
 }
 
+/* ---- datatypes with gaps, and buffers that share an address ---- */
+/* Two receives of a column each (a vector type) into one 8 x 8 array, as
+ * a halo exchange posts them, completed together: each writes its own
+ * column alone, and the elements between stay as they were. Then a send
+ * and a receive of nothing at one address (MPI_Sendrecv on
+ * MPI_COMM_SELF), which MPI allows: the buffers do not overlap. */
+static void test_columns(void)
+{
+	enum { R = 8 };
+	int *grid = CALLOC(R * R, sizeof(int)), *west = CALLOC(R, sizeof(int)), *east = CALLOC(R, sizeof(int)), bad = 0;
+	for (int i = 0; i < R * R; i++)
+		grid[i] = -1;
+	for (int i = 0; i < R; i++)
+		west[i] = rank * 100 + i, east[i] = rank * 100 + 50 + i;
+	TODEV(grid), TODEV(west), TODEV(east);
+	MPI_Datatype col;
+	MPI_Type_vector(R, 1, R, MPI_INT, &col);
+	MPI_Type_commit(&col);
+	MPI_Request q[4];
+	MPI_Irecv(D(grid), 1, col, left, 21, MPI_COMM_WORLD, &q[0]);
+	MPI_Irecv(D(grid + R - 1), 1, col, right, 22, MPI_COMM_WORLD, &q[1]);
+	MPI_Isend(D(east), R, MPI_INT, right, 21, MPI_COMM_WORLD, &q[2]);
+	MPI_Isend(D(west), R, MPI_INT, left, 22, MPI_COMM_WORLD, &q[3]);
+	MPI_Waitall(4, q, STATUSES_IGNORE);
+	TOHOST(grid);
+	for (int r = 0; r < R; r++)
+		for (int c = 0; c < R; c++)
+			bad += grid[r * R + c] != (c == 0 ? left * 100 + 50 + r : c == R - 1 ? right * 100 + r : -1);
+	report("columns", grid, sizeof(int) * R * R);
+	CHECK(bad == 0, "two column receives into one array: %d wrong elements", bad);
+	MPI_Type_free(&col);
+
+	int *z = CALLOC(4, sizeof(int)), y[4] = {-1, -1, -1, -1};
+	for (int i = 0; i < 4; i++)
+		z[i] = rank * 10 + i;
+	TODEV(z);
+	MPI_Status st;
+	MPI_Request q2[2];
+	MPI_Irecv(y, 4, MPI_INT, 0, 23, MPI_COMM_SELF, &q2[0]);
+	MPI_Isend(NULL, 0, MPI_INT, 0, 24, MPI_COMM_SELF, &q2[1]);
+	MPI_Sendrecv(D(z), 4, MPI_INT, 0, 23, D(z), 0, MPI_INT, 0, 24, MPI_COMM_SELF, &st);
+	MPI_Waitall(2, q2, STATUSES_IGNORE);
+	check_st(&st, 0, 24, MPI_INT, 0, "sendrecv of nothing at the send's address");
+	for (int i = 0; i < 4; i++)
+		CHECK(y[i] == rank * 10 + i, "sendrecv of nothing at the send's address: element %d: %d", i, y[i]);
+	FREE(grid), FREE(west), FREE(east), FREE(z);
+}
+
 /* ---- Ssend, Rsend, Bsend ---- */
 static void test_modes(void)
 {
@@ -748,6 +796,7 @@ int main(int argc, char **argv)
 	test_order();
 	test_probe();
 	test_sendrecv();
+	test_columns();
 	test_modes();
 	test_nonblocking();
 	test_request_free();
