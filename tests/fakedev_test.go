@@ -209,6 +209,30 @@ func TestFreedSendsFinished(t *testing.T) {
 	}
 }
 
+// A device receive collmux cannot stage (pinned host memory runs out: the
+// stand-in allows 4 allocations) fails with an error and a message naming
+// the call, and never reaches the MPI with its device buffer (which
+// segfaulted when the MPI wrote the message there); the receives posted
+// before it complete with their data.
+func TestUnstageableCallFails(t *testing.T) {
+	line := regexp.MustCompile(`nopinned: (\d+) receives posted, (\d+) refused, (\d+) failures`)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			dir := fakeCUDA(t)
+			prog := deviceProgram(t, m, "nopinned.c", "nopinned")
+			env, _ := preloaded(t, "LD_LIBRARY_PATH", dir, "FAKECUDA_PINNED_MAX", "4")
+			out, errs, err := run(t, m, 1, env, prog)
+			mm := line.FindStringSubmatch(out)
+			if err != nil || mm == nil {
+				t.Fatalf("%v\n%s\n%s", err, out, errs)
+			}
+			if mm[1] == "0" || mm[2] == "0" || mm[3] != "0" || !strings.Contains(errs, "MPI_Irecv: device memory could not be staged") {
+				t.Errorf("want some receives posted and some refused with a message, none wrong:\n%s\n%s", out, errs)
+			}
+		})
+	}
+}
+
 // Ranks that pass one type signature through different datatypes (a
 // contiguous derived type or MPI_2INT on one, basic elements on the
 // others; strided types on one side of a call; MPI_DATATYPE_NULL where a

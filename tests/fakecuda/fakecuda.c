@@ -118,12 +118,16 @@ CUresult cuMemFree_v2(uintptr_t p)
 }
 
 /* Pinned host memory, counted so that tests can see collmux free it
- * (fakecuda_pinned_live, found by the test programs with dlsym). */
+ * (fakecuda_pinned_live, found by the test programs with dlsym), and
+ * refused past FAKECUDA_PINNED_MAX allocations live, so that they can see
+ * it run out. */
 static long pinned_live;
 
 CUresult cuMemAllocHost_v2(void **p, size_t n)
 {
-	if (!(*p = malloc(n ? n : 1)))
+	const char *max = getenv("FAKECUDA_PINNED_MAX");
+	*p = NULL;
+	if ((max && __atomic_load_n(&pinned_live, __ATOMIC_RELAXED) >= atol(max)) || !(*p = malloc(n ? n : 1)))
 		return OUT_OF_MEMORY;
 	__atomic_fetch_add(&pinned_live, 1, __ATOMIC_RELAXED);
 	return OK;
