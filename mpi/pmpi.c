@@ -333,6 +333,7 @@ static void resolve_pmpi(void)
 	RESOLVE(Status_set_cancelled);
 	RESOLVE(Test_cancelled);
 	RESOLVE(Get_count);
+	RESOLVE(Get_elements_x);
 	RESOLVE(Topo_test);
 	RESOLVE(Cartdim_get);
 	RESOLVE(Graph_neighbors_count);

@@ -258,11 +258,10 @@ static int copy_back(cmx_req *e, const void *status)
 	if (!e->dev || !n)
 		return 0;
 	if (status && status != cmx_abi.status_ignore) {
-		int got = 0;
 		if (e->cancel)
 			cmx_px.Test_cancelled(status, &cancelled);
-		if (e->trim && cmx_px.Get_count(status, cmx_abi.byte, &got) == 0 && got >= 0 && (size_t)got < n)
-			n = (size_t)got;
+		if (e->trim)
+			n = cmx_staged_received(status, n);
 	}
 	if (cancelled || !n)
 		return 0;

@@ -141,13 +141,17 @@ void cmx_staged_finalize(void)
 	cmx_pinned_release(); /* the pool too: a request completing later returns its copies to it */
 }
 
-/* The bytes a receive wrote, by its status (all of len when unknown). */
-static size_t received(const void *status, size_t len)
+size_t cmx_staged_received(const void *status, size_t len)
 {
-	int got = 0;
-	if (cmx_px.Get_count(status, cmx_abi.byte, &got) == 0 && got >= 0 && (size_t)got < len)
-		return (size_t)got;
-	return len;
+	int64_t got = -1;
+	int small = -1;
+	if (cmx_px.Get_elements_x) { /* past INT_MAX bytes the int count is MPI_UNDEFINED */
+		if (cmx_px.Get_elements_x(status, cmx_abi.byte, &got) != 0)
+			got = -1;
+	} else if (cmx_px.Get_count(status, cmx_abi.byte, &small) == 0) {
+		got = small;
+	}
+	return got >= 0 && (uint64_t)got < len ? (size_t)got : len;
 }
 
 /* A call with device buffers that the staged path cannot stage fails
@@ -295,7 +299,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		return 1;
 	}
 	*rc = cmx_forward(&b);
-	size_t back = trim ? received(b.status, len[1]) : len[1];
+	size_t back = trim ? cmx_staged_received(b.status, len[1]) : len[1];
 	if (*rc == 0 && dev[1] && back && !cmx_staged_copy_back(CMX_AT(a->rbuf, lo[1]), hb[1], back, runs, nruns)) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);

@@ -201,6 +201,7 @@ typedef struct {
 	int (*Status_set_cancelled)(void *, int);
 	int (*Test_cancelled)(const void *, int *);
 	int (*Get_count)(const void *, cmx_h, int *);
+	int (*Get_elements_x)(const void *, cmx_h, int64_t *); /* MPI-3: MPI_Count counts past INT_MAX */
 	/* neighborhood collectives: how many neighbours */
 	int (*Topo_test)(cmx_h, int *);
 	int (*Cartdim_get)(cmx_h, int *);
@@ -806,6 +807,8 @@ void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int 
 /* Copies len bytes from host to device, or only the n runs where runs is
  * not NULL, on the legacy default stream; 0 on a failure. */
 int cmx_staged_copy_back(void *dev, const char *from, size_t len, const cmx_run *runs, int n);
+/* The bytes a receive wrote, by its status; len when it cannot say. */
+size_t cmx_staged_received(const void *status, size_t len);
 /* Once the request collmux filed under *req completes (after any copy
  * back), fn(arg, 1), whose result becomes the completion's; fn(arg, 0)
  * instead when it failed or is dropped first. -1 when collmux holds no
