@@ -329,7 +329,7 @@ static void f_some(int (*fn)(int, void *, int *, int *, void *), void **next, co
 		return;
 	}
 	int rc = fn(s.n, s.reqs, outcount, indices, fset_st(&s));
-	const int m = *outcount > 0 ? *outcount : 0; /* MPI_UNDEFINED: none */
+	const int m = *outcount > 0 && *outcount <= s.n ? *outcount : 0; /* MPI_UNDEFINED: none; nothing set on an early error */
 	fset_out(&s, reqs, statuses, m);
 	for (int k = 0; k < m; k++)
 		indices[k]++;

@@ -318,7 +318,9 @@ static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
 {
 	/* bytes is the routing size: UINT64_MAX where ranks may differ or the
 	 * size is not known yet */
-	int mine[FP_N] = {a->coll, a->mem, a->root, a->op ? a->opk : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
+	/* (a call of no bytes goes to MPI whatever its memory, which may be a
+	 * NULL pointer on one rank and device memory on the others) */
+	int mine[FP_N] = {a->coll, bytes == 0 ? -1 : a->mem, a->root, a->op ? a->opk : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
 	int *all = malloc(sizeof(int) * FP_N * (size_t)c->size);
 	if (!all || cmx_px.Allgather(mine, FP_N, cmx_abi.int_, all, FP_N, cmx_abi.int_, c->handle) != 0) {
 		free(all);
@@ -523,8 +525,10 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		refresh_routes(c);
 	decode(a, c);
 	a->mem = call_mem(a, c);
-	if (a->form == CMX_FORM_PERSISTENT)
-		return a->mem == CMX_MEM_HOST && cmx_pmpi[a->fn] ? cmx_forward(a) : cmx_req_persistent(a, start);
+	if (a->form == CMX_FORM_PERSISTENT) { /* of no bytes, the MPI's on every rank, as below */
+		const int mpi = cmx_pmpi[a->fn] && (a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
+		return mpi ? cmx_forward(a) : cmx_req_persistent(a, start);
+	}
 	int must = -1; /* the backend the call's arguments leave it to */
 	cmx_args parts;
 	if (c && !cmx_host_readable(a->mem)) {
@@ -543,7 +547,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		 * whatever the buffers, of which one rank's may be NULL (an empty
 		 * tensor's) while its peers' are device pointers */
 		if (*bytes == 0)
-			*backend = CMX_BACKEND_MPI, *rule = -1;
+			*backend = CMX_BACKEND_MPI, *rule = -1, must = -1;
 		if (cmx_cfg.check && must < 0 && (rc = check(a, c, check_bytes(a, c, *bytes))) != 0) /* staged: MPI judges the call */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {

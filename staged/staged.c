@@ -185,7 +185,9 @@ static cmx_run *runs_of(const cmx_args *a, int64_t lo, size_t len, int *n)
 	int pos = 0, k = 0;
 	if (mask && ones) {
 		memset(ones, 0xff, (size_t)total);
-		if (cmx_px.Unpack(ones, total, &pos, mask - lo, (int)a->rcount, a->rtype, a->comm) == 0) {
+		/* MPI_COMM_SELF: a matched receive has no communicator here, and
+		 * the layout does not depend on one */
+		if (cmx_px.Unpack(ones, total, &pos, mask - lo, (int)a->rcount, a->rtype, cmx_abi.comm_self) == 0) {
 			for (size_t i = 0; i < len; i++)
 				k += mask[i] && (i == 0 || !mask[i - 1]);
 			runs = malloc(sizeof *runs * (size_t)(k ? k : 1));

@@ -130,6 +130,20 @@ func TestDeviceBuffersStaged(t *testing.T) {
 				}
 			}
 		})
+		// colltest under COLLMUX_CHECK too: its calls of no bytes, where
+		// rank 0 passes NULL and the others device buffers, agree
+		t.Run(m.name+"/colltest-check", func(t *testing.T) {
+			host := program(t, m, "colltest.c", "colltest")
+			dev := deviceProgram(t, m, "colltest.c", "colltest")
+			native, errs, err := run(t, m, 3, nil, host)
+			if err != nil {
+				t.Fatalf("native: %v\n%s", err, errs)
+			}
+			env, _ := preloaded(t, "LD_LIBRARY_PATH", dir, "COLLMUX_CHECK", "1")
+			if got, errs, err := run(t, m, 3, env, dev); err != nil || got != native {
+				t.Fatalf("device buffers under COLLMUX_CHECK=1: %v\n%s\n%s", err, diff(native, got), errs)
+			}
+		})
 		// the stand-in is faithful: an MPI handed its device pointers fails
 		t.Run(m.name+"/control", func(t *testing.T) {
 			dev := deviceProgram(t, m, "colltest.c", "colltest")

@@ -865,6 +865,28 @@ static void test_rewritten(void)
 	FREE(sb), FREE(rb), FREE(in), FREE(out);
 }
 
+/* A persistent all-reduce of no bytes where rank 0 passes NULL (an empty
+ * tensor's pointer) and the others device buffers: every rank's request
+ * is of one kind (the MPI's own where it has MPI_Allreduce_init), so that
+ * their starts match, three times over. */
+static void test_persistent_empty(void)
+{
+	if (!p_allreduce_init)
+		return;
+	double *b = CALLOC(2, sizeof(double));
+	void *s = rank == 0 ? NULL : D(b), *r = rank == 0 ? NULL : D(b + 1);
+	MPI_Request q;
+	const int rc = p_allreduce_init(s, r, 0, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &q);
+	CHECK(rc == MPI_SUCCESS, "allreduce_init of no bytes: error %d", rc);
+	for (int i = 0; rc == MPI_SUCCESS && i < 3; i++) {
+		MPI_Start(&q);
+		MPI_Wait(&q, MPI_STATUS_IGNORE);
+	}
+	if (rc == MPI_SUCCESS)
+		MPI_Request_free(&q);
+	FREE(b);
+}
+
 /* Without MPI_*_init: the nonblocking call with the same arguments. */
 static void pers_fallback(struct pers *P, int p)
 {
@@ -1075,6 +1097,7 @@ int main(int argc, char **argv)
 	}
 	lookup_mpi4();
 
+	test_persistent_empty();
 	test_null_requests();
 	test_each(MPI_COMM_WORLD, "world");
 
