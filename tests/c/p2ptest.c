@@ -345,6 +345,16 @@ static void test_columns(void)
 			bad += grid[r * R + c] != (c == 0 ? left * 100 + 50 + r : c == R - 1 ? right * 100 + r : -1);
 	report("columns", grid, sizeof(int) * R * R);
 	CHECK(bad == 0, "two column receives into one array: %d wrong elements", bad);
+	/* a matched receive (no communicator of its own) of a column */
+	MPI_Message msg;
+	MPI_Isend(D(east), R, MPI_INT, right, 25, MPI_COMM_WORLD, &q[2]);
+	MPI_Mprobe(left, 25, MPI_COMM_WORLD, &msg, MPI_STATUS_IGNORE);
+	MPI_Mrecv(D(grid + 1), 1, col, &msg, MPI_STATUS_IGNORE);
+	MPI_Wait(&q[2], MPI_STATUS_IGNORE);
+	TOHOST(grid);
+	for (int r = 0; r < R; r++)
+		CHECK(grid[r * R + 1] == left * 100 + 50 + r, "mrecv of a column: row %d: %d", r, grid[r * R + 1]);
+	report("columns.mrecv", grid, sizeof(int) * R * R);
 	MPI_Type_free(&col);
 
 	int *z = CALLOC(4, sizeof(int)), y[4] = {-1, -1, -1, -1};
