@@ -198,6 +198,16 @@ int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 	return n == 0 || ok(cu.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, stream));
 }
 
+int cmx_cuda_copy_runs(void *dev, const char *from, size_t len, const cmx_run *runs, int n)
+{
+	int ok = 1;
+	if (!runs)
+		ok = cmx_cuda_copy(dev, from, len, NULL);
+	for (int i = 0; runs && ok && i < n; i++)
+		ok = cmx_cuda_copy((char *)dev + runs[i].off, from + runs[i].off, runs[i].len, NULL);
+	return ok && cmx_cuda_sync(NULL);
+}
+
 int cmx_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, void *stream)
 {
 	if (rows <= 1 || (dpitch == width && spitch == width))

@@ -63,6 +63,19 @@ int64_t cmx_type_size(cmx_h dtype, int ask)
 	return -1;
 }
 
+size_t cmx_received(const void *status, size_t len)
+{
+	int64_t got = -1;
+	int small = -1;
+	if (cmx_px.Get_elements_x) { /* past INT_MAX bytes the int count is MPI_UNDEFINED */
+		if (cmx_px.Get_elements_x(status, cmx_abi.byte, &got) != 0)
+			got = -1;
+	} else if (cmx_px.Get_count(status, cmx_abi.byte, &small) == 0) {
+		got = small;
+	}
+	return got >= 0 && (uint64_t)got < len ? (size_t)got : len;
+}
+
 int cmx_move_size(cmx_h dtype)
 {
 	int kind, size;

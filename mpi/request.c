@@ -261,11 +261,11 @@ static int copy_back(cmx_req *e, const void *status)
 		if (e->cancel)
 			cmx_px.Test_cancelled(status, &cancelled);
 		if (e->trim)
-			n = cmx_staged_received(status, n);
+			n = cmx_received(status, n);
 	}
 	if (cancelled || !n)
 		return 0;
-	if (cmx_cuda_ctx_for(e->dev) && cmx_staged_copy_back(e->dev, e->from, n, e->runs, e->nruns))
+	if (cmx_cuda_ctx_for(e->dev) && cmx_cuda_copy_runs(e->dev, e->from, n, e->runs, e->nruns))
 		return 0;
 	cmx_log(0, "%s: copying the received data back to the device failed (CUDA error %d)", cmx_fn_names[e->fn], cmx_cuda_last_error());
 	return cmx_abi.err_other;

@@ -141,19 +141,6 @@ void cmx_staged_finalize(void)
 	cmx_pinned_release(); /* the pool too: a request completing later returns its copies to it */
 }
 
-size_t cmx_staged_received(const void *status, size_t len)
-{
-	int64_t got = -1;
-	int small = -1;
-	if (cmx_px.Get_elements_x) { /* past INT_MAX bytes the int count is MPI_UNDEFINED */
-		if (cmx_px.Get_elements_x(status, cmx_abi.byte, &got) != 0)
-			got = -1;
-	} else if (cmx_px.Get_count(status, cmx_abi.byte, &small) == 0) {
-		got = small;
-	}
-	return got >= 0 && (uint64_t)got < len ? (size_t)got : len;
-}
-
 /* A call with device buffers that the staged path cannot stage fails
  * here, with a message naming it: the next backend, the MPI, would read
  * the device addresses itself. */
@@ -204,16 +191,6 @@ static cmx_run *runs_of(const cmx_args *a, int64_t lo, size_t len, int *n)
 	free(ones);
 	*n = k;
 	return runs;
-}
-
-int cmx_staged_copy_back(void *dev, const char *from, size_t len, const cmx_run *runs, int n)
-{
-	int ok = 1;
-	if (!runs)
-		ok = cmx_cuda_copy(dev, from, len, NULL);
-	for (int i = 0; runs && ok && i < n; i++)
-		ok = cmx_cuda_copy((char *)dev + runs[i].off, from + runs[i].off, runs[i].len, NULL);
-	return ok && cmx_cuda_sync(NULL);
 }
 
 /* c is NULL for point-to-point and local calls. */
@@ -301,8 +278,8 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 		return 1;
 	}
 	*rc = cmx_forward(&b);
-	size_t back = trim ? cmx_staged_received(b.status, len[1]) : len[1];
-	if (*rc == 0 && dev[1] && back && !cmx_staged_copy_back(CMX_AT(a->rbuf, lo[1]), hb[1], back, runs, nruns)) {
+	size_t back = trim ? cmx_received(b.status, len[1]) : len[1];
+	if (*rc == 0 && dev[1] && back && !cmx_cuda_copy_runs(CMX_AT(a->rbuf, lo[1]), hb[1], back, runs, nruns)) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		cmx_log(0, "%s: copying the result back to the device failed", cmx_fn_names[a->fn]);
 	}

@@ -436,6 +436,14 @@ int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async 
 /* rows of `width` bytes, each `spitch` bytes after the last in src and
  * `dpitch` in dst (device memory both), async on stream */
 int cmx_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, void *stream);
+/* Blocks of a receive region that a datatype puts data in (staged.c's
+ * mask), copied back alone. */
+typedef struct {
+	size_t off, len;
+} cmx_run;
+/* Copies len bytes from host to device, or only the n runs where runs is
+ * not NULL, on the legacy default stream, and waits; 0 on a failure. */
+int cmx_cuda_copy_runs(void *dev, const char *from, size_t len, const cmx_run *runs, int n);
 int cmx_cuda_sync(void *stream);
 int cmx_cuda_last_error(void); /* CUresult of the last failure on this thread */
 void *cmx_cuda_stream_new(int nonblocking);
@@ -651,6 +659,8 @@ typedef struct cmx_packed cmx_packed;
 int cmx_repack(const cmx_comm *c, const cmx_args *a, cmx_args *b, cmx_packed **rp);
 int cmx_repack_done(cmx_packed *rp, const cmx_args *a, int rc);
 int64_t cmx_type_size(cmx_h dtype, int ask);
+/* The bytes a receive wrote, by its status; len when it cannot say. */
+size_t cmx_received(const void *status, size_t len);
 /* The size of one element the device backends may move as bytes: a
  * predefined type's (not a value/index pair), or a derived type's that is
  * one contiguous run; 0 otherwise. */
@@ -796,19 +806,10 @@ void cmx_req_pinned(cmx_req *e, void *p, size_t n); /* cmx_pinned_put(p, n) then
 void *cmx_pinned_get(size_t n);
 void cmx_pinned_put(void *p, size_t n);
 void cmx_pinned_release(void); /* frees what the pool holds (MPI_Finalize) */
-/* Blocks of a receive region that a datatype puts data in (staged.c). */
-typedef struct {
-	size_t off, len;
-} cmx_run;
 /* On completion, copy len bytes from host `from` to device `dev` (with
  * trim, only the bytes the status says arrived; with runs, n of them,
  * only those blocks, and the request frees runs). */
 void cmx_req_copy_back(cmx_req *e, void *dev, const void *from, size_t len, int trim, cmx_run *runs, int n);
-/* Copies len bytes from host to device, or only the n runs where runs is
- * not NULL, on the legacy default stream; 0 on a failure. */
-int cmx_staged_copy_back(void *dev, const char *from, size_t len, const cmx_run *runs, int n);
-/* The bytes a receive wrote, by its status; len when it cannot say. */
-size_t cmx_staged_received(const void *status, size_t len);
 /* Once the request collmux filed under *req completes (after any copy
  * back), fn(arg, 1), whose result becomes the completion's; fn(arg, 0)
  * instead when it failed or is dropped first. -1 when collmux holds no
