@@ -153,6 +153,21 @@ static int declined(const cmx_args *a, int *rc, const char *why)
 	return 1;
 }
 
+/* The runs of set bytes in mask[0, len): how many, each stored where
+ * runs is not NULL. */
+static int mask_runs(const unsigned char *mask, size_t len, cmx_run *runs)
+{
+	int k = 0;
+	for (size_t i = 0, j; i < len; i = j) {
+		for (j = i; j < len && !mask[j] == !mask[i]; j++)
+			;
+		if (mask[i] && runs)
+			runs[k] = (cmx_run){i, j - i};
+		k += mask[i] != 0;
+	}
+	return k;
+}
+
 /* The blocks of a receive region [lo, lo + len) that count elements of
  * type put data in, as offsets from lo (*n of them, malloc'd); NULL where
  * MPI cannot say, and the whole region then goes back. A datatype's gaps
@@ -169,27 +184,19 @@ static cmx_run *runs_of(const cmx_args *a, int64_t lo, size_t len, int *n)
 	const int total = size * (int)a->rcount;
 	unsigned char *mask = calloc(len + 1, 1), *ones = malloc((size_t)total);
 	cmx_run *runs = NULL;
-	int pos = 0, k = 0;
+	int pos = 0;
 	if (mask && ones) {
 		memset(ones, 0xff, (size_t)total);
 		/* MPI_COMM_SELF: a matched receive has no communicator here, and
 		 * the layout does not depend on one */
 		if (cmx_px.Unpack(ones, total, &pos, mask - lo, (int)a->rcount, a->rtype, cmx_abi.comm_self) == 0) {
-			for (size_t i = 0; i < len; i++)
-				k += mask[i] && (i == 0 || !mask[i - 1]);
-			runs = malloc(sizeof *runs * (size_t)(k ? k : 1));
+			const int k = mask_runs(mask, len, NULL);
+			if ((runs = malloc(sizeof *runs * (size_t)(k ? k : 1))))
+				*n = mask_runs(mask, len, runs);
 		}
 	}
-	for (size_t i = 0, j = 0; runs && i < len; i++)
-		if (mask[i] && (i == 0 || !mask[i - 1]))
-			runs[j++] = (cmx_run){i, 0};
-		else if (!mask[i] && i > 0 && mask[i - 1])
-			runs[j - 1].len = i - runs[j - 1].off;
-	if (runs && k && !runs[k - 1].len)
-		runs[k - 1].len = len - runs[k - 1].off;
 	free(mask);
 	free(ones);
-	*n = k;
 	return runs;
 }
 
