@@ -13,17 +13,16 @@
 #include <stdio.h>
 
 #include "../gpu/gpu_common.h"
+#include "testlib.h"
 
 #define SENDS 200
 #define N 1000
 
 int main(int argc, char **argv)
 {
-	int rank, size, failures = 0, total = 0;
+	int total = 0;
 	gpu_select();
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	test_init(&argc, &argv, 0, 0);
 	if (size != 2) {
 		if (rank == 0)
 			printf("freedsends: skipped: needs 2 ranks\n");
@@ -45,11 +44,10 @@ int main(int argc, char **argv)
 		} else {
 			MPI_Recv(dev, N, MPI_INT, 0, s, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 			CUDA_OK(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost));
+			int bad = 0;
 			for (int i = 0; i < N; i++)
-				if (host[i] != s * N + i) {
-					failures++;
-					break;
-				}
+				bad += host[i] != s * N + i;
+			CHECK(bad == 0, "send %d: %d wrong elements", s, bad);
 			MPI_Send(&ack, 1, MPI_INT, 0, s, MPI_COMM_WORLD);
 		}
 	}
