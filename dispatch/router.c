@@ -512,6 +512,29 @@ static int complex_parts(const cmx_args *a, cmx_args *b)
 
 static int start(cmx_args *a);
 
+/* A persistent call's initialization is nonlocal (MPI-4.1, section 6.13:
+ * it may wait for its peers), its starts are not: the device paths a
+ * start may take or fall back through are set up here, collectively,
+ * rather than at the first start, which would wait there for every rank.
+ * Every rank decides from what it shares with its peers: the call's
+ * route, and the paths' states. */
+static void prepare(cmx_comm *c, const cmx_args *a)
+{
+	if (vet(a, c) >= 0) /* MPI or the staged path: nothing to set up */
+		return;
+	cmx_args d = *a, parts;
+	decode_moves(&d);
+	const cmx_args *p = complex_parts(&d, &parts) ? &parts : &d;
+	const uint64_t bytes = route_bytes(p, c);
+	const cmx_route *r = pick(c, p, bytes);
+	const int b = r && bytes ? r->backend : CMX_BACKEND_MPI; /* of no bytes: MPI's on every rank, whatever the buffers */
+	const void *buf = a->used[1] ? a->rbuf : a->sbuf;
+	if (b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED)
+		cmx_fused_ready(c, buf);
+	if (b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED || b == CMX_BACKEND_NCCL)
+		cmx_nccl_ready(c, buf);
+}
+
 /* A collective in any form. A persistent one whose buffers are on the
  * device (or that the MPI lacks) is collmux's own: each start routes its
  * nonblocking form as a call of its own. */
@@ -527,7 +550,11 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	a->mem = call_mem(a, c);
 	if (a->form == CMX_FORM_PERSISTENT) { /* of no bytes, the MPI's on every rank, as below */
 		const int mpi = cmx_pmpi[a->fn] && (a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
-		return mpi ? cmx_forward(a) : cmx_req_persistent(a, start);
+		if (mpi)
+			return cmx_forward(a);
+		if (c && !c->inter && a->mem == CMX_MEM_DEVICE)
+			prepare(c, a);
+		return cmx_req_persistent(a, start);
 	}
 	int must = -1; /* the backend the call's arguments leave it to */
 	cmx_args parts;

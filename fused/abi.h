@@ -14,6 +14,7 @@
 #define CMX_MAX_BLOCKS 64     /* blocks a job may use (rows of the flags) */
 #define CMX_LL_MAX (256u << 10) /* largest all-reduce sent LL */
 #define CMX_LL_BATCH 4        /* 8-byte LL lines a thread moves at once */
+#define CMX_BELL_SLOTS 64     /* jobs the doorbell holds: job s in slot s % 64 (a power of 2, which 2^32 is a multiple of) */
 
 /* Job codes: the kind, a protocol flag, then (<< 8) the element type and
  * op (type * 3 + op: sum, min, max) or the move's mode. */

@@ -32,7 +32,17 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
  * next_seq in kernels.cu is the same. */
 #define SEQ_LAST 0xfffffffeu
 uint32_t cmx_fused_next_seq(uint32_t s);
-uint32_t cmx_fused_prev_seq(uint32_t s);
+
+/* Jobs finish in order, and the kernel says which it finished last: job s
+ * is finished once `finished` is s or later (across the wrap). */
+int cmx_fused_finished(uint32_t s, uint32_t finished);
+
+/* Whether job s may be written into its doorbell slot (s %
+ * CMX_BELL_SLOTS) while the kernel has finished the jobs up to
+ * `finished`: no job there is still to be taken. Raw numbers are compared,
+ * not jobs counted: across the wrap, where numbers skip 0xffffffff and 0,
+ * two of the last CMX_BELL_SLOTS jobs would share a slot. */
+int cmx_fused_bell_room(uint32_t s, uint32_t finished);
 
 /* A workspace whose communicator was freed, as a rank offers it to a new
  * communicator of the same processes: its id (the same on every rank that

@@ -34,7 +34,7 @@
 #define STR(x) STR_(x)
 #define WORKSPACE (LL_OFF + 2 * CMX_MAX_RANKS * 2 * (size_t)CMX_LL_MAX)
 
-/* Laid out as Bell and Ring in kernels.cu. */
+/* Laid out as BellSlot, Bell and Ring in kernels.cu. */
 typedef struct {
 	uint32_t seq_a, code;
 	uint64_t in;
@@ -43,10 +43,14 @@ typedef struct {
 	uint32_t seq_c, root;
 	uint64_t n;
 	uint32_t pad[4];
-	uint32_t done, exited, err, pad2[13];
+} bell_slot;
+typedef struct {
+	bell_slot slot[CMX_BELL_SLOTS];
+	uint32_t done, exited, err, err_job, pad2[12];
 } bell_t;
-/* the host writes the first cache line, the device the second */
-_Static_assert(offsetof(bell_t, done) == 64 && sizeof(bell_t) == 128, "bell_t is laid out as Bell in kernels.cu");
+/* the host writes the slots, a cache line each, the device the last line */
+_Static_assert(sizeof(bell_slot) == 64 && offsetof(bell_t, done) == 64 * CMX_BELL_SLOTS && sizeof(bell_t) == 64 * (CMX_BELL_SLOTS + 1),
+	       "bell_t is laid out as Bell in kernels.cu");
 typedef struct {
 	char *ws[CMX_MAX_RANKS];
 	void *bell, *ctl;
@@ -60,12 +64,13 @@ struct cmx_fused {
 	int n, me;
 	uint64_t id;     /* the same on every rank: a random number rank 0 drew when it was made */
 	uint32_t seq;    /* the last job rung, also the epoch of the peers' flags */
+	uint32_t base;   /* the last job numbered before this rank's jobs here: finished (see finished) */
 	uint32_t launch; /* the id of the resident instance last launched */
 	uint32_t grid;   /* blocks of its instances: GRID, or LEAN_GRID (see grid_of) */
 	int mps;         /* some rank of its communicator shares its GPU through MPS */
 	int running;     /* that instance may still be running */
-	uint32_t pending; /* a job a nonblocking call rang and nobody has seen done yet; 0: none */
-	uint32_t polls;   /* of pending jobs, not done: every POLL_QUERY-th asks CUDA whether the kernel faulted */
+	pthread_mutex_t mu; /* launches: completion calls on several threads may each see the instance stopped */
+	uint32_t polls;   /* of polls of jobs not done: every POLL_QUERY-th asks CUDA whether the kernel faulted */
 	int failed;      /* such a job failed: its communicator turns the path off at its next call */
 	int pool;        /* IN_USE, RETIRED or OFFERED (see ws) */
 	void *stream;    /* non-blocking, or the program's default-stream work would wait for the resident kernel; of the greatest priority */
@@ -216,7 +221,7 @@ static struct cmx_fused *settle(cmx_comm *c, const cmx_ws_offer *o, uint64_t id,
 		for (int p = 0; p < c->size; p++)
 			peer[p] = w->peer[old[p]];
 		memcpy(w->peer, peer, sizeof peer);
-		w->me = c->rank, w->seq = seq, w->pool = IN_USE;
+		w->me = c->rank, w->seq = w->base = seq, w->pool = IN_USE;
 		f = w;
 	}
 	pthread_mutex_unlock(&ws_mu);
@@ -271,6 +276,8 @@ static void create(cmx_comm *c, uint64_t id)
 {
 	struct cmx_fused *f = calloc(1, sizeof *f);
 	char *none[CMX_MAX_RANKS];
+	if (f)
+		pthread_mutex_init(&f->mu, NULL);
 	int ok = f && add(f) && (f->stream = cmx_cuda_stream_high()) && (f->bell = cmx_cuda_mapped(sizeof(bell_t), &f->bell_d));
 	if (cmx_fused_map(c, ok, WORKSPACE, PROBE_OFF, f ? f->peer : none)) {
 		f->n = c->size, f->me = c->rank, f->id = id;
@@ -284,6 +291,14 @@ static void create(cmx_comm *c, uint64_t id)
 	}
 	free(f);
 }
+
+/* The blocks of c's resident kernel: LEAN_GRID beside computation, and
+ * where ranks share a GPU through MPS (each rank's instance holds its
+ * blocks, a multiprocessor each, while it lingers, and a job's blocks wait
+ * for the peers' blocks of the same number: GRID blocks a rank would fill
+ * an H200 from five ranks on, with other communicators' instances on top),
+ * else GRID. */
+static uint32_t grid_of(const cmx_comm *c) { return c->overlap || c->fused->mps ? LEAN_GRID : GRID; }
 
 /* Every rank says what it has and offers its retired workspaces; all
  * decide from the same table whether the path is on, and if so take over
@@ -340,8 +355,8 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	if (!f) {
 		create(c, new_id);
-		if (c->fused)
-			c->fused->mps = mps;
+		if (c->fused) /* no instance of it ran, and every rank numbers its jobs from 0: sized here, not by resize */
+			c->fused->mps = mps, c->fused->grid = grid_of(c);
 		return;
 	}
 	c->fused = f;
@@ -353,14 +368,20 @@ static void setup(cmx_comm *c, const void *buf)
 
 /* ---- the resident kernel ---- */
 
-/* The blocks of c's resident kernel: LEAN_GRID beside computation, and
- * where ranks share a GPU through MPS (each rank's instance holds its
- * blocks, a multiprocessor each, while it lingers, and a job's blocks wait
- * for the peers' blocks of the same number: GRID blocks a rank would fill
- * an H200 from five ranks on, with other communicators' instances on top),
- * else GRID. */
-static uint32_t grid_of(const cmx_comm *c) { return c->overlap || c->fused->mps ? LEAN_GRID : GRID; }
 
+/* The last job this rank's kernel finished: the device's "done" once it
+ * is past base. Before the kernel finishes one of the jobs numbered from
+ * base, "done" holds an older number (a takeover or resize numbers jobs
+ * on from the latest any rank rang, which this rank's kernel never ran),
+ * and every job up to base counts as finished. */
+static uint32_t finished(const struct cmx_fused *f)
+{
+	const uint32_t d = __atomic_load_n(&f->bell->done, __ATOMIC_ACQUIRE);
+	return (int32_t)(d - f->base) > 0 ? d : f->base;
+}
+
+/* Launches an instance that takes the jobs after the last finished one.
+ * Under f->mu. */
 static int start(struct cmx_fused *f)
 {
 	ring_t R = {.bell = f->bell_d, .ctl = f->peer[f->me] + CTL_OFF, .slot = SLOT, .ll_off = LL_OFF, .n = f->n, .me = f->me};
@@ -368,27 +389,35 @@ static int start(struct cmx_fused *f)
 		R.ws[p] = f->peer[p];
 	R.timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
 	R.linger_ns = (uint64_t)cmx_cfg.linger_us * 1000ull;
-	/* the job just rung is the first it takes (numbers skip 0, see LL in kernels.cu) */
-	R.launch = ++f->launch, R.last = cmx_fused_prev_seq(f->seq);
+	R.launch = ++f->launch, R.last = finished(f);
 	void *args[] = {&R};
 	return f->running = cmx_cuda_launch(fn_ring, f->grid, 512, f->stream, args);
 }
 
-/* Waits for job s; relaunches the kernel if it stopped before taking it.
- * The kernel writes "done" before "exited", so "exited" without "done"
- * means the job was never taken. 0 when the kernel failed. */
+/* Launches an instance where none runs (never launched, or the last one
+ * stopped for want of jobs) and jobs wait at the doorbell; once, whichever
+ * thread sees it first. The kernel writes "done" before "exited", so the
+ * jobs finished are known once "exited" is. 0 when the launch failed. */
+static int revive(struct cmx_fused *f)
+{
+	pthread_mutex_lock(&f->mu);
+	int ok = 1;
+	const int stopped = !f->running || __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) == f->launch;
+	if (stopped && !cmx_fused_finished(__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE), finished(f)))
+		ok = start(f);
+	pthread_mutex_unlock(&f->mu);
+	return ok;
+}
+
+/* Waits until job s is finished, relaunching the kernel if it stopped
+ * before taking it. 0 when the kernel failed. */
 static int wait_done(struct cmx_fused *f, uint32_t s)
 {
-	volatile bell_t *b = f->bell;
 	for (unsigned spins = 1;; spins++) {
-		if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s)
+		if (cmx_fused_finished(s, finished(f)))
 			return 1;
-		if (spins % 64 == 0 && __atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch) {
-			if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s)
-				return 1;
-			if (!start(f))
-				return 0;
-		}
+		if (spins % 64 == 0 && !revive(f))
+			return 0;
 		if (spins % (1u << 16) == 0 && cmx_cuda_query(f->stream) < 0)
 			return 0; /* the kernel faulted */
 		cmx_cpu_relax();
@@ -396,59 +425,48 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 }
 
 /* Rings job (code, in, out, n, root) for nb blocks and, unless async,
- * waits for it; an async job is pending until the next job, or a poll,
- * sees it done (the doorbell holds one job). The doorbell's three chunks
- * are each written payload first, then (release) the sequence number; the
- * device reads a chunk in one load. */
+ * waits for it; an async job's request polls it (poll_job). The job goes
+ * into its own slot of the doorbell at once unless CMX_BELL_SLOTS jobs
+ * wait there already, so a nonblocking call returns without waiting for
+ * its predecessors, whose peers may not have made them yet. The slot's
+ * three chunks are each written payload first, then (release) the
+ * sequence number; the device reads a chunk in one load. */
 static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb, int async)
 {
-	volatile bell_t *b = f->bell;
-	if (f->pending && !wait_done(f, f->pending))
-		return 0;
-	f->pending = 0;
-	const uint32_t s = f->seq = cmx_fused_next_seq(f->seq);
+	const uint32_t s = cmx_fused_next_seq(f->seq);
+	while (!cmx_fused_bell_room(s, finished(f)))
+		if (!wait_done(f, s - CMX_BELL_SLOTS))
+			return 0;
+	volatile bell_slot *b = &f->bell->slot[s % CMX_BELL_SLOTS];
+	__atomic_store_n(&f->seq, s, __ATOMIC_RELEASE);
 	b->code = code, b->in = (uintptr_t)in;
 	__atomic_store_n(&b->seq_a, s, __ATOMIC_RELEASE);
 	b->nb = nb, b->out = (uintptr_t)out;
 	__atomic_store_n(&b->seq_b, s, __ATOMIC_RELEASE);
 	b->root = root, b->n = n;
 	__atomic_store_n(&b->seq_c, s, __ATOMIC_RELEASE);
-	if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch)
-		f->running = 0;
-	if (!f->running && !start(f))
+	if (!revive(f))
 		return 0;
-	if (async) {
-		f->pending = s;
-		return 1;
-	}
-	return wait_done(f, s);
+	return async || wait_done(f, s);
 }
 
 /* A nonblocking call's job s: 1 done, 0 not yet, -1 failed (the kernel
- * faulted, or a peer never came: its watchdog set err). A job that is no
- * longer pending was seen done by a later job. Relaunches the kernel if it
- * stopped before taking the job, as wait_done does. A completion call
- * polls in a loop, and a stream query costs a microsecond, as long as
- * the job it waits for: asked at each poll, it made a short job's
- * request complete up to a query late. */
+ * faulted, or a peer never came: its watchdog set err). Relaunches the
+ * kernel if it stopped before taking the job, as wait_done does. A
+ * completion call polls in a loop, and a stream query costs a
+ * microsecond, as long as the job it waits for: asked at each poll, it
+ * made a short job's request complete up to a query late. */
 #define POLL_QUERY 256
 static int poll_job(void *arg, uint64_t v)
 {
 	struct cmx_fused *f = arg;
-	const uint32_t s = (uint32_t)v;
-	volatile bell_t *b = f->bell;
-	if (f->pending != s)
-		return 1;
 	int r;
-	if (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) == s) {
-		f->pending = 0;
-		r = b->err ? -1 : 1;
-	} else if (__atomic_load_n(&b->exited, __ATOMIC_ACQUIRE) == f->launch && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) != s &&
-		   !start(f)) {
+	if (cmx_fused_finished((uint32_t)v, finished(f)))
+		r = f->bell->err && cmx_fused_finished(f->bell->err_job, (uint32_t)v) ? -1 : 1; /* jobs before the failed one stand */
+	else if (!revive(f))
 		r = -1;
-	} else {
+	else
 		r = __atomic_add_fetch(&f->polls, 1, __ATOMIC_RELAXED) % POLL_QUERY == 0 && cmx_cuda_query(f->stream) < 0 ? -1 : 0;
-	}
 	if (r < 0)
 		f->failed = 1;
 	return r;
@@ -469,17 +487,20 @@ static void stop(struct cmx_fused *f)
  * does (cmx_fused_pick). 0 when they could not. */
 static int resize(cmx_comm *c, struct cmx_fused *f)
 {
-	/* a nonblocking job nobody has seen done runs on the old instance
-	 * (one relaunched for it has the old grid, which its blocks need) */
-	int ok = !f->pending || wait_done(f, f->pending);
-	f->pending = 0;
+	/* nonblocking jobs not yet finished run on the old instance (one
+	 * relaunched for them has the old grid, which their blocks need) */
+	int ok = wait_done(f, f->seq);
 	if (ok)
 		stop(f);
 	uint32_t *all = calloc((size_t)c->size, sizeof *all);
 	ok = cmx_comm_agree(c, ok && all != NULL) && cmx_px.Allgather(&f->seq, 4, cmx_abi.byte, all, 4, cmx_abi.byte, c->handle) == 0;
+	uint32_t seq = f->seq;
 	for (int p = 0; ok && p < c->size; p++)
-		if ((int32_t)(all[p] - f->seq) > 0) /* later, across the wrap */
-			f->seq = all[p];
+		if ((int32_t)(all[p] - seq) > 0) /* later, across the wrap */
+			seq = all[p];
+	pthread_mutex_lock(&f->mu); /* as revive reads them */
+	f->base = f->seq = seq;
+	pthread_mutex_unlock(&f->mu);
 	free(all);
 	if (ok)
 		f->grid = grid_of(c);
@@ -742,6 +763,17 @@ int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (a->prep && *rc == 0) /* a persistent call's start: the next ring the same job */
 		*a->prep = (cmx_prepared){.backend = CMX_BACKEND_FUSED, .state = c->fused, .job = j};
 	return 1;
+}
+
+int cmx_fused_ready(cmx_comm *c, const void *buf)
+{
+	if (c->fused_state == 0)
+		setup(c, buf);
+	/* a workspace taken over may have another size of instance, which a
+	 * call's launch would agree on anew (collective, as here) */
+	if (c->fused_state == 1 && c->fused->grid != grid_of(c))
+		resize(c, c->fused);
+	return c->fused_state == 1;
 }
 
 int cmx_fused_restart(cmx_comm *c, const cmx_args *a, const cmx_prepared *p, int *rc)

@@ -39,7 +39,7 @@ struct Call {
 	int n, me, root;
 	u32 epoch;
 	u64 timeout_ns;
-	u32 *err; // host-mapped: bit p set when rank p did not arrive in time
+	u32 *err; // host-mapped: bit p set when rank p did not arrive in time; err[1], the first job that timed out
 };
 
 __device__ __forceinline__ u64 now_ns()
@@ -68,6 +68,25 @@ CMX_LD(ld_acquire_gpu64, u64, "ld.acquire.gpu.global.u64", "l")
 CMX_ST(st_release_gpu, u32, "st.release.gpu.global.u32", "r")
 CMX_ST(st_release_gpu64, u64, "st.release.gpu.global.u64", "l")
 
+// The watchdog: rank p did not arrive within the timeout. The host fails
+// the requests of this job and of those after it, not of those before:
+// it reads err, then err[1], which is therefore written first.
+__device__ __forceinline__ void missed(const Call &C, int p)
+{
+	atomicCAS(C.err + 1, 0u, C.epoch);
+	__threadfence_system();
+	atomicOr(C.err, 1u << p);
+}
+
+// Whether to stop waiting for rank p, waited for since t0 (the clock read
+// at t): past the timeout, or at once where an earlier job gave up on p
+// (up to CMX_BELL_SLOTS jobs may be queued behind a dead peer, and each
+// would otherwise wait the whole timeout).
+__device__ __forceinline__ bool give_up(const Call &C, int p, u64 t0, u64 t)
+{
+	return t - t0 > C.timeout_ns || (ld_relaxed(C.err) >> p & 1);
+}
+
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
 // fires). Blocks touch the same index ranges on every rank, so this
@@ -90,8 +109,8 @@ __device__ __forceinline__ void barrier(const Peers &P, const Call &C, int row)
 				u64 t = now_ns();
 				if (!t0)
 					t0 = t;
-				else if (t - t0 > C.timeout_ns) {
-					atomicOr(C.err, 1u << p);
+				else if (give_up(C, p, t0, t)) {
+					missed(C, p);
 					break;
 				}
 			}
@@ -371,8 +390,8 @@ __device__ __forceinline__ void ld_ll(const char *area, u64 base, u64 stride, u6
 			u64 t = now_ns();
 			if (!t0)
 				t0 = t;
-			else if (t - t0 > C.timeout_ns) {
-				atomicOr(C.err, 1u << from);
+			else if (give_up(C, from, t0, t)) {
+				missed(C, from);
 				*gave_up = true;
 			}
 		}
@@ -473,7 +492,7 @@ __device__ __forceinline__ void move_ll(const Peers &P, const Call &C, const cha
 // A job as the host rings it: three 16-byte chunks in one host cache line,
 // each led by the job's sequence number. The device reads each chunk in one
 // load; when all three carry the new number, the job is whole.
-struct Bell {
+struct BellSlot {
 	u32 seq_a, code; // code: JOB_* [| JOB_LL or JOB_TWOSHOT] | (type*3+op or move mode) << 8
 	u64 in;
 	u32 seq_b, nb;   // blocks that work on the job (the others skip it)
@@ -481,11 +500,19 @@ struct Bell {
 	u32 seq_c, root;
 	u64 n;           // elements (all-reduce) or bytes per rank (moves)
 	u32 pad[4];
+};
+// The doorbell: job s in slot s % CMX_BELL_SLOTS, so that a nonblocking
+// call's job is written at its call, whether or not the kernel has taken
+// the jobs before it (which may wait for peers still to make those calls).
+// The host writes a slot again only once its job is finished.
+struct Bell {
+	BellSlot slot[CMX_BELL_SLOTS];
 	// the next cache line is written by the device
-	u32 done;   // the last job finished
+	u32 done;   // the last job finished (jobs finish in order)
 	u32 exited; // the launch id of an instance that stopped for want of jobs
 	u32 err;    // watchdog: bit p set when rank p did not arrive in time
-	u32 pad2[13];
+	u32 err_job; // the first job in which it did
+	u32 pad2[12];
 };
 struct Job {
 	u32 seq, code, nb, root;
@@ -509,7 +536,7 @@ struct Ring {
 
 // job numbers run 1, 2, ..., 0xfffffffe, 1, ...: never 0 (see LL), and
 // consecutive ones differ in parity, which picks the slot and LL area
-// (cmx_fused_next_seq in capi/fused_plan.c)
+// (cmx_fused_next_seq in fused/plan.c)
 __device__ __forceinline__ u32 next_seq(u32 s) { return s >= 0xfffffffeu ? 1 : s + 1; }
 
 // Block 0 waits for the job after `last` at the doorbell and publishes it
@@ -522,7 +549,8 @@ __device__ __forceinline__ int take_job(const Ring &R, u32 last, Job *J)
 	const u64 t0 = now_ns();
 	for (unsigned spins = 1;; spins++) {
 		// three independent loads in flight at once: one PCIe round trip
-		uint4 a = ld_volatile16(&R.bell->seq_a), b = ld_volatile16(&R.bell->seq_b), c = ld_volatile16(&R.bell->seq_c);
+		const BellSlot *S = &R.bell->slot[want % CMX_BELL_SLOTS];
+		uint4 a = ld_volatile16(&S->seq_a), b = ld_volatile16(&S->seq_b), c = ld_volatile16(&S->seq_c);
 		if (a.x == want && b.x == want && c.x == want) {
 			// no fence: the job is in these loads, and the program's
 			// buffers are read with L1-bypassing loads (ld_cg*)

@@ -45,7 +45,9 @@ int cmx_fused_plan(int coll, uint64_t bytes, int ranks, int algo, uint32_t *prot
 
 uint32_t cmx_fused_next_seq(uint32_t s) { return s >= SEQ_LAST ? 1 : s + 1; }
 
-uint32_t cmx_fused_prev_seq(uint32_t s) { return s <= 1 ? SEQ_LAST : s - 1; }
+int cmx_fused_finished(uint32_t s, uint32_t finished) { return (int32_t)(finished - s) >= 0; }
+
+int cmx_fused_bell_room(uint32_t s, uint32_t finished) { return (int32_t)(s - finished) <= CMX_BELL_SLOTS; }
 
 uint64_t cmx_fused_pick(const cmx_ws_offer *offers, int ranks, int *old, uint32_t *seq)
 {

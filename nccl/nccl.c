@@ -100,13 +100,42 @@ int cmx_nccl_load(void)
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static cmx_comm *with_nccl;
 
+/* Where a rank runs: its node and its GPU's bus id. */
+typedef struct {
+	char host[64], bus[32];
+} spot;
+
+/* Whether two ranks of c run on one GPU (the same bus id on one node), as
+ * under MPS: NCCL refuses them, and its set-up takes about a second to
+ * say so, at every communicator. Collective: every rank reads the same
+ * table (all: room for c->size spots); where it cannot be gathered,
+ * NCCL's own set-up judges. */
+static int shares_gpu(cmx_comm *c, spot *all)
+{
+	spot me;
+	int arch, shared = 0;
+	memset(&me, 0, sizeof me);
+	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
+	cmx_cuda_device(&arch, me.bus, sizeof me.bus);
+	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) == 0)
+		for (int p = 0; p < c->size && !shared; p++)
+			for (int q = p + 1; q < c->size && !shared; q++)
+				shared = all[p].bus[0] && !strcmp(all[p].host, all[q].host) && !strcmp(all[p].bus, all[q].bus);
+	if (shared && c->rank == 0)
+		cmx_log(1, "NCCL off for a communicator of %d ranks: some of its ranks share a GPU, which NCCL refuses", c->size);
+	return shared;
+}
+
 /* setup creates the NCCL communicator of c. It is collective over c, and
  * every rank takes the same branches: readiness is agreed with PMPI before
  * NCCL is initialised and success agreed after. */
 static void setup(cmx_comm *c, const void *buf)
 {
 	c->nccl_state = -1;
-	if (!cmx_comm_agree(c, cmx_nccl_load() && cmx_cuda_ctx_for(buf)))
+	spot *all = calloc((size_t)c->size, sizeof *all);
+	const int off = !cmx_comm_agree(c, all && cmx_nccl_load() && cmx_cuda_ctx_for(buf)) || shares_gpu(c, all);
+	free(all);
+	if (off)
 		return;
 	struct {
 		int ok;

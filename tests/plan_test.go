@@ -110,14 +110,13 @@ func TestFusedPlanAgreesWithServes(t *testing.T) {
 
 // Job numbers skip 0 (an LL line never written cannot pass for one) and
 // alternate in parity across the wrap (consecutive jobs use different data
-// slots and LL areas); prev undoes next.
+// slots and LL areas).
 func TestJobNumbers(t *testing.T) {
-	cases := []struct{ s, next, prev uint32 }{
-		{0, 1, 0xfffffffe}, // a new workspace: its first job is 1
-		{1, 2, 0xfffffffe},
-		{2, 3, 1},
-		{0xfffffffd, 0xfffffffe, 0xfffffffc},
-		{0xfffffffe, 1, 0xfffffffd}, // the wrap: even, then odd
+	cases := []struct{ s, next uint32 }{
+		{0, 1}, // a new workspace: its first job is 1
+		{1, 2},
+		{0xfffffffd, 0xfffffffe},
+		{0xfffffffe, 1}, // the wrap: even, then odd
 	}
 	lines := make([]string, len(cases))
 	for i, c := range cases {
@@ -125,11 +124,80 @@ func TestJobNumbers(t *testing.T) {
 	}
 	for i, got := range plantest(t, lines) {
 		c := cases[i]
-		if want := fmt.Sprintf("%d %d", c.next, c.prev); got != want {
+		if want := fmt.Sprint(c.next); got != want {
 			t.Errorf("seq %#x: %q, want %q", c.s, got, want)
 		}
 		if c.s != 0 && (c.next^c.s)&1 == 0 {
 			t.Errorf("jobs %#x and %#x have the same parity", c.s, c.next)
+		}
+	}
+}
+
+// The doorbell holds bellSlots jobs, job s in slot s % bellSlots. From
+// each last-finished job f (plain, and every position across the wrap),
+// the host rings the jobs after it one by one: a job may go into its slot
+// only where no job rung after f and still to be taken is there (checked
+// against the slots the jobs really take), and must be let in while
+// bellSlots-3 or fewer wait (the wrap's two skipped numbers cost at most
+// two places).
+// Jobs up to f are finished, those after it not.
+func TestDoorbellSlots(t *testing.T) {
+	const bellSlots = 64 // CMX_BELL_SLOTS in fused/abi.h
+	if !strings.Contains(fused.Source, fmt.Sprintf("#define CMX_BELL_SLOTS %d ", bellSlots)) {
+		t.Fatalf("abi.h's CMX_BELL_SLOTS is not %d", bellSlots)
+	}
+	next := func(s uint32) uint32 {
+		if s >= 0xfffffffe {
+			return 1
+		}
+		return s + 1
+	}
+	type ring struct {
+		s, f    uint32
+		waiting []uint32 // rung after f, before s
+	}
+	var rings []ring
+	starts := []uint32{0, 1, 1000}
+	for f := uint32(0xfffffffe - bellSlots - 2); f != 3; f = next(f) {
+		starts = append(starts, f)
+	}
+	for _, f := range starts {
+		var waiting []uint32
+		for s, k := next(f), 0; k < bellSlots+3; s, k = next(s), k+1 {
+			rings = append(rings, ring{s, f, append([]uint32(nil), waiting...)})
+			waiting = append(waiting, s)
+		}
+	}
+	lines := make([]string, 0, 2*len(rings))
+	for _, r := range rings {
+		lines = append(lines, fmt.Sprintf("bell %d %d", r.s, r.f))
+	}
+	for _, r := range rings { // jobs up to f: finished
+		for _, old := range []uint32{r.f, r.f - 5} {
+			lines = append(lines, fmt.Sprintf("bell %d %d", old, r.f))
+		}
+	}
+	got := plantest(t, lines)
+	for i, r := range rings {
+		var room, done int
+		fmt.Sscanf(got[i], "%d %d", &room, &done)
+		taken := false
+		for _, w := range r.waiting {
+			taken = taken || w%bellSlots == r.s%bellSlots
+		}
+		if room == 1 && taken {
+			t.Errorf("job %#x after %#x finished: let into a slot job %d of %v still holds", r.s, r.f, r.s%bellSlots, r.waiting)
+		}
+		if room == 0 && len(r.waiting) <= bellSlots-3 {
+			t.Errorf("job %#x after %#x finished: kept out with only %d jobs waiting", r.s, r.f, len(r.waiting))
+		}
+		if done != 0 {
+			t.Errorf("job %#x counted finished when %#x is the last finished", r.s, r.f)
+		}
+	}
+	for i, g := range got[len(rings):] {
+		if !strings.HasSuffix(g, " 1") {
+			t.Errorf("%s: %q, want the job finished", lines[len(rings)+i], g)
 		}
 	}
 }

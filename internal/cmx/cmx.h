@@ -618,6 +618,7 @@ void cmx_nccl_release_all(void);
 int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc);
 void cmx_staged_finalize(void); /* frees the pinned staging memory (MPI_Finalize) */
 int cmx_fused_run(cmx_comm *c, const cmx_args *a, int *rc);
+int cmx_fused_ready(cmx_comm *c, const void *buf); /* collective: c's fused workspace, set up at the first call; 1 when usable */
 /* rings p's job again if c's fused state is still the one it was made on
  * (1, the result in *rc), else 0: the start is routed anew */
 int cmx_fused_restart(cmx_comm *c, const cmx_args *a, const cmx_prepared *p, int *rc);

@@ -16,7 +16,10 @@
  *                     all-null arrays give MPI_UNDEFINED); 300 outstanding
  *                     Iallreduce under one Waitall; persistent collectives
  *                     restarted 200 times (MPI_Start, MPI_Startall) and
- *                     freed; MPI_Iallreduce_c and MPI_Ibcast_c.
+ *                     freed; 20 Iallreduce, then a persistent one on a new
+ *                     communicator, started by rank 0 before it receives
+ *                     from a rank that sends synchronously before it
+ *                     starts them; MPI_Iallreduce_c and MPI_Ibcast_c.
  *   nbtest threads    MPI_THREAD_MULTIPLE: two threads, each on its own
  *                     communicator, with Wait and Test loops.
  *
@@ -792,6 +795,67 @@ static void pers_init(struct pers *P, int p)
  * overwritten) once the init has returned, as mpi4py does with the arrays
  * it narrows MPI_Allgatherv_init_c's into: MPIs copy them at the init,
  * and every start must still use what the init was given. */
+/* Nonblocking and persistent calls do not wait for their peers. Rank 0
+ * starts NWAIT all-reduces (on the fused path each job queued behind the
+ * last; fewer than its doorbell holds) and only then receives from the
+ * last rank, which sends synchronously before it starts the same calls:
+ * a start that waited for the last rank's would never return. The
+ * persistent call runs on a new communicator, whose device paths its
+ * initialization (nonlocal) sets up, where the first start would wait
+ * for every rank to set them up. */
+static void test_no_wait(void)
+{
+	enum { NWAIT = 20, PER = 5 };
+	const int last = size - 1, sum = size * (size + 1) / 2;
+	int *in = CALLOC(NWAIT * PER, sizeof(int)), *out = CALLOC(NWAIT * PER, sizeof(int));
+	MPI_Request q[NWAIT];
+	int token = 0, bad = 0;
+	for (int i = 0; i < NWAIT * PER; i++)
+		in[i] = (rank + 1) * (i + 1), out[i] = -1;
+	TODEV(in);
+	TODEV(out);
+	if (rank == last && last > 0)
+		MPI_Ssend(&token, 1, MPI_INT, 0, 91, MPI_COMM_WORLD);
+	for (int j = 0; j < NWAIT; j++)
+		MPI_Iallreduce(D(in + j * PER), D(out + j * PER), PER, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[j]);
+	if (rank == 0 && last > 0)
+		MPI_Recv(&token, 1, MPI_INT, last, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Waitall(NWAIT, q, MPI_STATUSES_IGNORE);
+	TOHOST(out);
+	for (int i = 0; i < NWAIT * PER; i++)
+		bad += out[i] != (i + 1) * sum;
+	CHECK(bad == 0, "%d iallreduce started before a receive: %d elements wrong", NWAIT, bad);
+	report("world.iallreduce.20_before_a_receive", out, sizeof(int) * NWAIT * PER);
+
+	MPI_Comm dup;
+	MPI_Request p;
+	MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+	for (int i = 0; i < PER; i++)
+		out[i] = -1;
+	TODEV(out);
+	if (p_allreduce_init)
+		p_allreduce_init(D(in), D(out), PER, MPI_INT, MPI_SUM, dup, MPI_INFO_NULL, &p);
+	if (rank == last && last > 0)
+		MPI_Ssend(&token, 1, MPI_INT, 0, 92, MPI_COMM_WORLD);
+	if (p_allreduce_init)
+		MPI_Start(&p);
+	else
+		MPI_Iallreduce(D(in), D(out), PER, MPI_INT, MPI_SUM, dup, &p);
+	if (rank == 0 && last > 0)
+		MPI_Recv(&token, 1, MPI_INT, last, 92, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Wait(&p, MPI_STATUS_IGNORE);
+	TOHOST(out);
+	bad = 0;
+	for (int i = 0; i < PER; i++)
+		bad += out[i] != (i + 1) * sum;
+	CHECK(bad == 0, "persistent allreduce started before a receive, on a new communicator: %d elements wrong", bad);
+	report("dup.allreduce_init.start_before_a_receive", out, sizeof(int) * PER);
+	if (p_allreduce_init)
+		MPI_Request_free(&p);
+	MPI_Comm_free(&dup);
+	FREE(in), FREE(out);
+}
+
 static void test_persistent_arrays(void)
 {
 	if (!p_allgatherv_init)
@@ -1110,6 +1174,7 @@ int main(int argc, char **argv)
 
 	test_many();
 	test_persistent();
+	test_no_wait();
 	test_persistent_arrays();
 	test_rewritten();
 	test_large_count();

@@ -10,7 +10,10 @@
  *   pick OFFERS | OFFERS ...     each rank's retired workspaces, "ID:ME:SEQ"
  *                                words (hex ID). "ID SEQ OLD0 OLD1 ..." for
  *                                the workspace every rank offers, or "none".
- *   seq S                        the job numbers after and before S: "NEXT PREV".
+ *   seq S                        the job number after S.
+ *   bell S F                     job S against the last job finished, F:
+ *                                "ROOM FINISHED" (cmx_fused_bell_room,
+ *                                cmx_fused_finished), 0 or 1 each.
  *   place HOST:BUS:MPS ...       each rank's place (MPS 0 or 1): "ok", or why
  *                                the ranks cannot share workspaces.
  *   gemv M BATCH SMS TC F32      collmux_gemv_allreduce's fused kernel (TC,
@@ -93,7 +96,16 @@ static int seq(const char *line)
 	unsigned s;
 	if (sscanf(line, "%u", &s) != 1)
 		return 0;
-	printf("%u %u\n", cmx_fused_next_seq(s), cmx_fused_prev_seq(s));
+	printf("%u\n", cmx_fused_next_seq(s));
+	return 1;
+}
+
+static int bell(const char *line)
+{
+	unsigned s, f;
+	if (sscanf(line, "%u %u", &s, &f) != 2)
+		return 0;
+	printf("%d %d\n", cmx_fused_bell_room(s, f), cmx_fused_finished(s, f));
 	return 1;
 }
 
@@ -150,6 +162,8 @@ int main(void)
 			ok = pick(line + 4);
 		else if (strncmp(line, "seq ", 4) == 0)
 			ok = seq(line + 4);
+		else if (strncmp(line, "bell ", 5) == 0)
+			ok = bell(line + 5);
 		else if (strncmp(line, "place ", 6) == 0)
 			ok = place(line + 6);
 		else if (strncmp(line, "gemv ", 5) == 0)
