@@ -314,6 +314,7 @@ static void resolve_pmpi(void)
 	RESOLVE(Pack);
 	RESOLVE(Unpack);
 	RESOLVE(Send_init);
+	RESOLVE(Barrier_init);
 	RESOLVE(Start);
 	RESOLVE(Startall);
 	RESOLVE(Wait);

@@ -649,14 +649,19 @@ static void keep_arrays(cmx_req *e, cmx_args *a)
 }
 
 /* A persistent call collmux runs itself: the program holds an anchor, a
- * persistent send to MPI_PROC_NULL of the MPI's own, which completes as
- * soon as it starts; each start runs the call in its nonblocking form. */
+ * persistent request of the MPI's own that completes as soon as it
+ * starts; each start runs the call in its nonblocking form. The anchor is
+ * a barrier of MPI_COMM_SELF where the MPI has MPI-4's MPI_Barrier_init,
+ * else a send to MPI_PROC_NULL: in MPICH 4.0, once a persistent request to
+ * MPI_PROC_NULL has been made, a later persistent collective of its own
+ * (MPI_Allreduce_init on host buffers, say) never completes. */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
 	cmx_req *e = cmx_req_new(a->fn);
 	if (!e)
 		return cmx_error(a->comm, cmx_abi.err_other);
-	int rc = cmx_px.Send_init(NULL, 0, cmx_abi.byte, cmx_abi.proc_null, 0, cmx_abi.comm_self, a->req);
+	int rc = cmx_px.Barrier_init ? cmx_px.Barrier_init(cmx_abi.comm_self, cmx_abi.info_null, a->req)
+				     : cmx_px.Send_init(NULL, 0, cmx_abi.byte, cmx_abi.proc_null, 0, cmx_abi.comm_self, a->req);
 	if (rc != 0) {
 		free(e);
 		return rc;

@@ -182,6 +182,7 @@ typedef struct {
 	int (*Unpack)(const void *, int, int *, void *, int, cmx_h, cmx_h);
 	/* requests (requests.c); MPI_Request and MPI_Status travel as void * */
 	int (*Send_init)(const void *, int, cmx_h, int, int, cmx_h, void *);
+	int (*Barrier_init)(cmx_h, cmx_h, void *); /* MPI-4; NULL in Open MPI 4.1 */
 	int (*Start)(void *);
 	int (*Startall)(int, void *);
 	int (*Wait)(void *, void *);

@@ -820,7 +820,7 @@ static void test_no_wait(void)
 		MPI_Iallreduce(D(in + j * PER), D(out + j * PER), PER, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[j]);
 	if (rank == 0 && last > 0)
 		MPI_Recv(&token, 1, MPI_INT, last, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-	MPI_Waitall(NWAIT, q, MPI_STATUSES_IGNORE);
+	MPI_Waitall(NWAIT, q, STATUSES_IGNORE);
 	TOHOST(out);
 	for (int i = 0; i < NWAIT * PER; i++)
 		bad += out[i] != (i + 1) * sum;
@@ -932,7 +932,10 @@ static void test_rewritten(void)
 /* A persistent all-reduce of no bytes where rank 0 passes NULL (an empty
  * tensor's pointer) and the others device buffers: every rank's request
  * is of one kind (the MPI's own where it has MPI_Allreduce_init), so that
- * their starts match, three times over. */
+ * their starts match, three times over. It runs after persistent calls
+ * collmux ran itself on device buffers: MPICH 4.0's own persistent
+ * collectives never completed once a persistent request to MPI_PROC_NULL
+ * had been made, as collmux's anchors were. */
 static void test_persistent_empty(void)
 {
 	if (!p_allreduce_init)
@@ -1161,7 +1164,6 @@ int main(int argc, char **argv)
 	}
 	lookup_mpi4();
 
-	test_persistent_empty();
 	test_null_requests();
 	test_each(MPI_COMM_WORLD, "world");
 
@@ -1175,6 +1177,7 @@ int main(int argc, char **argv)
 	test_many();
 	test_persistent();
 	test_no_wait();
+	test_persistent_empty();
 	test_persistent_arrays();
 	test_rewritten();
 	test_large_count();
