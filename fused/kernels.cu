@@ -78,15 +78,6 @@ __device__ __forceinline__ void missed(const Call &C, int p)
 	atomicOr(C.err, 1u << p);
 }
 
-// Whether to stop waiting for rank p, waited for since t0 (the clock read
-// at t): past the timeout, or at once where an earlier job gave up on p
-// (up to CMX_BELL_SLOTS jobs may be queued behind a dead peer, and each
-// would otherwise wait the whole timeout).
-__device__ __forceinline__ bool give_up(const Call &C, int p, u64 t0, u64 t)
-{
-	return t - t0 > C.timeout_ns || (ld_relaxed(C.err) >> p & 1);
-}
-
 // Block b tells every peer that its part of this rank's slot is written,
 // then waits until every peer's block b says the same (or the watchdog
 // fires). Blocks touch the same index ranges on every rank, so this
@@ -109,7 +100,7 @@ __device__ __forceinline__ void barrier(const Peers &P, const Call &C, int row)
 				u64 t = now_ns();
 				if (!t0)
 					t0 = t;
-				else if (give_up(C, p, t0, t)) {
+				else if (t - t0 > C.timeout_ns) {
 					missed(C, p);
 					break;
 				}
@@ -390,7 +381,7 @@ __device__ __forceinline__ void ld_ll(const char *area, u64 base, u64 stride, u6
 			u64 t = now_ns();
 			if (!t0)
 				t0 = t;
-			else if (give_up(C, from, t0, t)) {
+			else if (t - t0 > C.timeout_ns) {
 				missed(C, from);
 				*gave_up = true;
 			}

@@ -12,10 +12,10 @@
  * - device: a generalized request (MPI_Grequest_start) standing for work
  *   queued on a GPU stream (NCCL); collmux completes it once the stream's
  *   event has passed;
- * - persistent: an inactive persistent request of the MPI's own (a send to
- *   MPI_PROC_NULL), the handle the program keeps; each MPI_Start starts
- *   the call as a nonblocking one and, until it completes, completion
- *   calls see that call's request in its place.
+ * - persistent: an anchor, a persistent request of the MPI's own that the
+ *   MPI never sees started, the handle the program keeps; each MPI_Start
+ *   starts the call as a nonblocking one and, until it completes,
+ *   completion calls see that call's request in its place.
  * Entries are found by handle value, several may share one (see h), and a
  * completion call claims the ones it works on.
  * The completion calls (MPI_Wait ... MPI_Testsome, MPI_Request_get_status,
@@ -483,9 +483,6 @@ static int complete(int op, call *c)
 				int r = finish(work[i], status_of(op, c, st, i));
 				release(work[i]);
 				work[i] = NULL;
-				req_slot a;
-				cmx_req_put(&a, ent[i]->h);
-				cmx_px.Wait(&a, (void *)cmx_abi.status_ignore); /* the anchor's start completed at once */
 				ent[i]->inner = cmx_abi.request_null;
 				rc = rc ? rc : r;
 			} else if (done && op == CMX_REQ_GETSTATUS) {
@@ -649,12 +646,14 @@ static void keep_arrays(cmx_req *e, cmx_args *a)
 }
 
 /* A persistent call collmux runs itself: the program holds an anchor, a
- * persistent request of the MPI's own that completes as soon as it
- * starts; each start runs the call in its nonblocking form. The anchor is
- * a barrier of MPI_COMM_SELF where the MPI has MPI-4's MPI_Barrier_init,
- * else a send to MPI_PROC_NULL: in MPICH 4.0, once a persistent request to
- * MPI_PROC_NULL has been made, a later persistent collective of its own
- * (MPI_Allreduce_init on host buffers, say) never completes. */
+ * persistent request of the MPI's own, which stays inactive (collmux's
+ * completion calls put the running start's request in its place); each
+ * start runs the call in its nonblocking form. The anchor is a barrier of
+ * MPI_COMM_SELF where the MPI has MPI-4's MPI_Barrier_init, else a send to
+ * MPI_PROC_NULL: MPICH 4.0 never starts a persistent request whose object
+ * last held one to MPI_PROC_NULL (its start skips those by a field it
+ * does not clear on reuse), so once an anchor to MPI_PROC_NULL was freed,
+ * the program's next persistent collective of its own never completed. */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
 	cmx_req *e = cmx_req_new(a->fn);
@@ -694,5 +693,5 @@ int cmx_req_start(void *req)
 	if (rc != 0)
 		return rc;
 	e->inner = cmx_norm(cmx_req_get(&r));
-	return cmx_px.Start(req);
+	return 0; /* the anchor stays inactive: see cmx_req_persistent */
 }

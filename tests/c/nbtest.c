@@ -954,6 +954,42 @@ static void test_persistent_empty(void)
 	FREE(b);
 }
 
+#ifdef COLLTEST_CUDA
+/* The program's own persistent send to MPI_PROC_NULL, freed; then a
+ * persistent all-reduce on device buffers (collmux's own) started three
+ * times, then started and freed while active. MPICH 4.0 never starts a
+ * persistent request whose reused object last held one to MPI_PROC_NULL,
+ * so collmux's anchor, which may reuse it, must never need starting. Not
+ * in the host build: there MPICH's own persistent all-reduce reuses that
+ * object and hangs, natively. No digest lines: the host run has none. */
+static void test_after_proc_null(void)
+{
+	enum { PER = 5 };
+	if (!p_allreduce_init)
+		return;
+	int *in = CALLOC(PER, sizeof(int)), *out = CALLOC(PER, sizeof(int)), x = 0, bad = 0;
+	for (int i = 0; i < PER; i++)
+		in[i] = (rank + 1) * (i + 1);
+	TODEV(in);
+	MPI_Request a, p;
+	MPI_Send_init(&x, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &a);
+	MPI_Request_free(&a);
+	p_allreduce_init(D(in), D(out), PER, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &p);
+	for (int it = 0; it < 3; it++) {
+		MPI_Start(&p);
+		MPI_Wait(&p, MPI_STATUS_IGNORE);
+	}
+	TOHOST(out);
+	for (int i = 0; i < PER; i++)
+		bad += out[i] != (i + 1) * size * (size + 1) / 2;
+	CHECK(bad == 0, "persistent allreduce after a freed persistent send to MPI_PROC_NULL: %d elements wrong", bad);
+	MPI_Start(&p);
+	MPI_Request_free(&p); /* active: collmux finishes it */
+	MPI_Barrier(MPI_COMM_WORLD);
+	FREE(in), FREE(out);
+}
+#endif
+
 /* Without MPI_*_init: the nonblocking call with the same arguments. */
 static void pers_fallback(struct pers *P, int p)
 {
@@ -1178,6 +1214,9 @@ int main(int argc, char **argv)
 	test_persistent();
 	test_no_wait();
 	test_persistent_empty();
+#ifdef COLLTEST_CUDA
+	test_after_proc_null();
+#endif
 	test_persistent_arrays();
 	test_rewritten();
 	test_large_count();
