@@ -321,7 +321,10 @@ static void setup(cmx_comm *c, const void *buf)
 		me.room = offer(c->size, me.offers);
 	c->fused_state = -1;
 	const char *why = NULL;
-	if (!all || !table || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
+	/* agreed first: a rank without room for the table must not leave its
+	 * peers in the allgather */
+	if (!cmx_comm_agree(c, all && table) ||
+	    cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
 		why = "its set-up could not gather the ranks' facts";
 	for (int p = 0; p < c->size && !why; p++)
 		if (!all[p].ok)
