@@ -75,18 +75,6 @@ int cmx_fused_map(struct cmx_comm *c, int ok, size_t bytes, size_t probe, char *
  * once and kept there. */
 void *cmx_fused_kernel(const char *name, void **cached);
 
-/* Where a rank runs, as a set-up compares it across the ranks (a row of
- * its allgather): node name, GPU bus id, and whether the GPU's contexts
- * are shared through MPS. */
-typedef struct {
-	char host[64], bus[32];
-	int mps;
-} cmx_place;
-
-/* This rank's place, and its GPU's compute capability; 0 without a
- * current CUDA device. */
-int cmx_fused_here(struct cmx_comm *c, cmx_place *at, int *arch);
-
 /* Why ranks cannot share one node's IPC workspaces, NULL when they can:
  * n ranks' places, each `stride` bytes after the previous one's, must be
  * one node, and ranks on one GPU must all run under MPS (without it their

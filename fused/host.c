@@ -263,13 +263,6 @@ int cmx_fused_map(cmx_comm *c, int ok, size_t bytes, size_t probe, char **peer)
 	return mapped;
 }
 
-int cmx_fused_here(cmx_comm *c, cmx_place *at, int *arch)
-{
-	cmx_node_name(c->rank, c->size, at->host, sizeof at->host);
-	at->mps = cmx_cuda_mps();
-	return cmx_cuda_device(arch, at->bus, sizeof at->bus);
-}
-
 /* A new workspace for c, mapped by every rank and proven by a real
  * transfer; id is the same on every rank. */
 static void create(cmx_comm *c, uint64_t id)
@@ -314,7 +307,7 @@ static void setup(cmx_comm *c, const void *buf)
 	cmx_ws_offer *table = calloc((size_t)c->size * MAX_WORKSPACES, sizeof *table);
 	memset(&me, 0, sizeof me);
 	me.ok = all && table && c->size <= CMX_MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
-		cmx_fused_here(c, &me.at, &me.arch);
+		cmx_place_here(c->rank, c->size, &me.at, &me.arch);
 	me.algo = cmx_cfg.fused_algo;
 	me.new_id = cmx_nonce();
 	if (me.ok)
@@ -370,7 +363,6 @@ static void setup(cmx_comm *c, const void *buf)
 }
 
 /* ---- the resident kernel ---- */
-
 
 /* The last job this rank's kernel finished: the device's "done" once it
  * is past base. Before the kernel finishes one of the jobs numbered from
@@ -437,9 +429,8 @@ static int wait_done(struct cmx_fused *f, uint32_t s)
 static int ring(struct cmx_fused *f, uint32_t code, const void *in, void *out, uint64_t n, uint32_t root, uint32_t nb, int async)
 {
 	const uint32_t s = cmx_fused_next_seq(f->seq);
-	while (!cmx_fused_bell_room(s, finished(f)))
-		if (!wait_done(f, s - CMX_BELL_SLOTS))
-			return 0;
+	if (!cmx_fused_bell_room(s, finished(f)) && !wait_done(f, s - CMX_BELL_SLOTS)) /* the slot's last job, finished: room */
+		return 0;
 	volatile bell_slot *b = &f->bell->slot[s % CMX_BELL_SLOTS];
 	__atomic_store_n(&f->seq, s, __ATOMIC_RELEASE);
 	b->code = code, b->in = (uintptr_t)in;

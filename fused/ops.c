@@ -141,7 +141,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		me.tuned = cmx_cfg.ops_tuned_n ? cmx_cfg.ops_tuned_hash : 0;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
-			cmx_fused_kernel("cmx_ring", NULL) && cmx_fused_here(c, &me.at, &me.arch);
+			cmx_fused_kernel("cmx_ring", NULL) && cmx_place_here(c->rank, c->size, &me.at, &me.arch);
 		if (me.ok) {
 			me.sms = cmx_cuda_sm_count();
 			me.cublas = cmx_cublas_ready();

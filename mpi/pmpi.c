@@ -380,6 +380,13 @@ void cmx_node_name(int rank, int size, char *buf, int len)
 		snprintf(buf + strlen(buf), 8, "#%d", rank * nodes / size);
 }
 
+int cmx_place_here(int rank, int size, cmx_place *at, int *arch)
+{
+	cmx_node_name(rank, size, at->host, sizeof at->host);
+	at->mps = cmx_cuda_mps();
+	return cmx_cuda_device(arch, at->bus, sizeof at->bus);
+}
+
 int cmx_error(cmx_h comm, int code)
 {
 	/* a call without a communicator (MPI_Reduce_local) raises its error

@@ -100,23 +100,17 @@ int cmx_nccl_load(void)
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static cmx_comm *with_nccl;
 
-/* Where a rank runs: its node and its GPU's bus id. */
-typedef struct {
-	char host[64], bus[32];
-} spot;
-
 /* Whether two ranks of c run on one GPU (the same bus id on one node), as
  * under MPS: NCCL refuses them, and its set-up takes about a second to
  * say so, at every communicator. Collective: every rank reads the same
- * table (all: room for c->size spots); where it cannot be gathered,
+ * table (all: room for c->size places); where it cannot be gathered,
  * NCCL's own set-up judges. */
-static int shares_gpu(cmx_comm *c, spot *all)
+static int shares_gpu(cmx_comm *c, cmx_place *all)
 {
-	spot me;
+	cmx_place me;
 	int arch, shared = 0;
 	memset(&me, 0, sizeof me);
-	cmx_node_name(c->rank, c->size, me.host, sizeof me.host);
-	cmx_cuda_device(&arch, me.bus, sizeof me.bus);
+	cmx_place_here(c->rank, c->size, &me, &arch);
 	if (cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) == 0)
 		for (int p = 0; p < c->size && !shared; p++)
 			for (int q = p + 1; q < c->size && !shared; q++)
@@ -132,7 +126,7 @@ static int shares_gpu(cmx_comm *c, spot *all)
 static void setup(cmx_comm *c, const void *buf)
 {
 	c->nccl_state = -1;
-	spot *all = calloc((size_t)c->size, sizeof *all);
+	cmx_place *all = calloc((size_t)c->size, sizeof *all);
 	const int off = !cmx_comm_agree(c, all && cmx_nccl_load() && cmx_cuda_ctx_for(buf)) || shares_gpu(c, all);
 	free(all);
 	if (off)

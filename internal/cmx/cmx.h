@@ -385,6 +385,16 @@ int cmx_error(cmx_h comm, int code);   /* raise code through comm's error handle
 /* Which node rank of size sits on, as a string: the host name, or a
  * pretended node under COLLMUX_TOPO_OVERRIDE=N (tests). */
 void cmx_node_name(int rank, int size, char *buf, int len);
+/* Where a rank runs, as a set-up compares it across the ranks (a row of
+ * its allgather): node name, GPU bus id, and whether the GPU's contexts
+ * are shared through MPS. */
+typedef struct {
+	char host[64], bus[32];
+	int mps;
+} cmx_place;
+/* Rank rank of size's place, and its GPU's compute capability; 0 without
+ * a current CUDA device. */
+int cmx_place_here(int rank, int size, cmx_place *at, int *arch);
 
 /* ---- per-communicator state, cached as an MPI attribute ---- */
 struct cmx_comm {
