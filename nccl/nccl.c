@@ -101,8 +101,8 @@ static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static cmx_comm *with_nccl;
 
 /* Whether two ranks of c run on one GPU (the same bus id on one node), as
- * under MPS: NCCL refuses them, and its set-up takes about a second to
- * say so, at every communicator. Collective: every rank reads the same
+ * under MPS: NCCL refuses them, but only after its set-up has started,
+ * at every communicator, and each refusal prints a failure. Collective: every rank reads the same
  * table (all: room for c->size places); where it cannot be gathered,
  * NCCL's own set-up judges. */
 static int shares_gpu(cmx_comm *c, cmx_place *all)
