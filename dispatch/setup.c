@@ -105,6 +105,7 @@ int cmx_mpi_setup(void)
 	} else if (cmx_mpi_usable()) {
 		cmx_px.Comm_create_keyval(copy_nothing, comm_state_deleted, &cmx_state.comm_keyval, NULL);
 		cmx_px.Comm_create_keyval(copy_nothing, finalize_hook, &cmx_state.self_keyval, NULL);
+		cmx_state.req_keyval_ok = cmx_px.Comm_create_keyval(copy_nothing, cmx_req_comm_freed, &cmx_state.req_keyval, NULL) == 0;
 		cmx_px.Comm_set_attr(cmx_abi.comm_self, cmx_state.self_keyval, NULL);
 		cmx_learn_rank();
 		cmx_mpi_probe(); /* before any call is routed: it changes how datatypes decode */

@@ -46,7 +46,7 @@ typedef struct {
 } bell_slot;
 typedef struct {
 	bell_slot slot[CMX_BELL_SLOTS];
-	uint32_t done, exited, err, err_job, pad2[12];
+	uint32_t done, exited, err, err_job, stopping, pad2[11];
 } bell_t;
 /* the host writes the slots, a cache line each, the device the last line */
 _Static_assert(sizeof(bell_slot) == 64 && offsetof(bell_t, done) == 64 * CMX_BELL_SLOTS && sizeof(bell_t) == 64 * (CMX_BELL_SLOTS + 1),
@@ -384,21 +384,48 @@ static int start(struct cmx_fused *f)
 		R.ws[p] = f->peer[p];
 	R.timeout_ns = (uint64_t)cmx_cfg.timeout * 1000000000ull;
 	R.linger_ns = (uint64_t)cmx_cfg.linger_us * 1000ull;
-	R.launch = ++f->launch, R.last = finished(f);
+	f->launch = f->launch + 1 ? f->launch + 1 : 1; /* never 0, which "stopping" holds once the kernel stays */
+	R.launch = f->launch, R.last = finished(f);
 	void *args[] = {&R};
 	return f->running = cmx_cuda_launch(fn_ring, f->grid, 512, f->stream, args);
+}
+
+/* Whether the instance last launched has stopped: 1 yes, 0 no, -1 it
+ * failed. An instance announces a stop in "stopping", then looks at the
+ * doorbell once more and either stays ("stopping" back to 0) or stops
+ * ("exited"), a PCIe round trip later (kernels.cu, take_job), which an
+ * announcement found here waits for. A new instance launched then queues
+ * behind the old on the stream. Under f->mu. */
+static int stopped(struct cmx_fused *f)
+{
+	if (!f->running)
+		return 1;
+	for (unsigned spins = 1;; spins++) {
+		int q;
+		if (__atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) == f->launch)
+			return 1;
+		if (__atomic_load_n(&f->bell->stopping, __ATOMIC_ACQUIRE) != f->launch)
+			return 0;
+		if (spins % 1024 == 0 && (q = cmx_cuda_query(f->stream)) != 0)
+			return q; /* ended undecided: it faulted (-1) */
+		cmx_cpu_relax();
+	}
 }
 
 /* Launches an instance where none runs (never launched, or the last one
  * stopped for want of jobs) and jobs wait at the doorbell; once, whichever
  * thread sees it first. The kernel writes "done" before "exited", so the
- * jobs finished are known once "exited" is. 0 when the launch failed. */
+ * jobs finished are known once "exited" is. The fence orders the caller's
+ * doorbell writes before the read of "stopping", the host's half of the
+ * stop handshake (take_job): a job rung as the instance stops is then
+ * either taken by it or seen here. 0 when the launch failed. */
 static int revive(struct cmx_fused *f)
 {
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&f->mu);
-	int ok = 1;
-	const int stopped = !f->running || __atomic_load_n(&f->bell->exited, __ATOMIC_ACQUIRE) == f->launch;
-	if (stopped && !cmx_fused_finished(__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE), finished(f)))
+	const int s = stopped(f);
+	int ok = s >= 0;
+	if (s > 0 && !cmx_fused_finished(__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE), finished(f)))
 		ok = start(f);
 	pthread_mutex_unlock(&f->mu);
 	return ok;

@@ -503,7 +503,8 @@ struct Bell {
 	u32 exited; // the launch id of an instance that stopped for want of jobs
 	u32 err;    // watchdog: bit p set when rank p did not arrive in time
 	u32 err_job; // the first job in which it did
-	u32 pad2[12];
+	u32 stopping; // the launch id of an instance deciding whether to stop; 0 once it stays (see take_job)
+	u32 pad2[11];
 };
 struct Job {
 	u32 seq, code, nb, root;
@@ -534,10 +535,26 @@ __device__ __forceinline__ u32 next_seq(u32 s) { return s >= 0xfffffffeu ? 1 : s
 // to the other blocks, if it has any; after linger_ns without one it stops
 // the instance instead (and says so at the doorbell, so the host launches
 // a new one). 0: stop.
+//
+// The stop is a handshake with the host, which rings a job and then reads
+// "exited" (fused/host.c, revive): a job rung within a PCIe round trip of
+// the stop could otherwise be missed by both, the kernel having read the
+// slot before the job came and the host "exited" before the stop, and wait
+// for this rank's next collmux call while its peers wait for it. So the
+// kernel announces the stop ("stopping"), fences, and reads the slot once
+// more; the host fences between its writes and its read of "stopping".
+// Of the two, at least one sees the other's write: a kernel that sees the
+// job (even partly written) takes the announcement back and stays, and a
+// host that sees the announcement waits the round trip until the kernel
+// has decided ("exited", or "stopping" back to 0). The 16-byte volatile
+// loads and the host's 4-byte stores are not "morally strong" in PTX's
+// model, so this rests, as the polling above does, on the hardware: a
+// read of host memory over PCIe does not pass the GPU's earlier posted
+// writes, and fence.sc.sys completes them first.
 __device__ __forceinline__ int take_job(const Ring &R, u32 last, Job *J)
 {
 	const u32 want = next_seq(last);
-	const u64 t0 = now_ns();
+	u64 t0 = now_ns();
 	for (unsigned spins = 1;; spins++) {
 		// three independent loads in flight at once: one PCIe round trip
 		const BellSlot *S = &R.bell->slot[want % CMX_BELL_SLOTS];
@@ -555,6 +572,14 @@ __device__ __forceinline__ int take_job(const Ring &R, u32 last, Job *J)
 			return 1;
 		}
 		if ((spins % 32 == 0 || !R.linger_ns) && now_ns() - t0 > R.linger_ns) { // the clock is slow to read
+			st_release(&R.bell->stopping, R.launch);
+			asm volatile("fence.sc.sys;" ::: "memory");
+			a = ld_volatile16(&S->seq_a), b = ld_volatile16(&S->seq_b), c = ld_volatile16(&S->seq_c);
+			if (a.x == want || b.x == want || c.x == want) { // the host is ringing: stay
+				st_release(&R.bell->stopping, 0u);
+				t0 = now_ns();
+				continue;
+			}
 			st_release_gpu(&R.ctl->quit, R.launch);
 			st_release(&R.bell->exited, R.launch);
 			return 0;

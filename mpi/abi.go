@@ -249,6 +249,10 @@ type Constants struct {
 	InfoNull            uint32
 	Root, ProcNull      int32
 	ErrOther            int32
+	// ErrInStatus is MPI_ERR_IN_STATUS, what a completion call of many
+	// requests returns when one failed; StatusError the offset of
+	// MPI_ERROR in MPI_Status, where it says which.
+	ErrInStatus, StatusError int32
 	// RequestNull is MPI_REQUEST_NULL (Open MPI: the address of
 	// ompi_request_null, resolved at run time); StatusIgnore the address
 	// MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE stand for; StatusSize
@@ -269,11 +273,11 @@ type Constants struct {
 // MPI-5.0 mpi.h's (MPICH 5.0.2's, synced with the MPI Forum's
 // mpi_abi.h), checked against that header by TestWorldABIConstants.
 var ABIConstants = map[ABI]Constants{
-	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, InfoNull: 0x1c000000, Root: -3, ProcNull: -1, ErrOther: 15,
+	ABIMPICH: {InPlace: -1, CommWorld: 0x44000000, CommSelf: 0x44000001, CommNull: 0x04000000, DatatypeNull: 0x0c000000, OpNull: 0x18000000, InfoNull: 0x1c000000, Root: -3, ProcNull: -1, ErrOther: 15, ErrInStatus: 17, StatusError: 16,
 		RequestNull: 0x2c000000, StatusIgnore: 1, StatusSize: 20, Cart: 2, Graph: 1, DistGraph: 3, ThreadMultiple: 3},
-	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -4, ProcNull: -3, ErrOther: 16,
+	ABIStandard: {InPlace: 1, CommWorld: 0x101, CommSelf: 0x102, CommNull: 0x100, DatatypeNull: 0x200, OpNull: 0x20, InfoNull: 0x130, Root: -4, ProcNull: -3, ErrOther: 16, ErrInStatus: 19, StatusError: 8,
 		RequestNull: 0x180, StatusIgnore: 0, StatusSize: 32, Cart: 211, Graph: 212, DistGraph: 213, ThreadMultiple: 4096},
-	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3, ThreadMultiple: 3},
+	ABIOpenMPI: {InPlace: 1, Root: -4, ProcNull: -2, ErrOther: 16, ErrInStatus: 18, StatusError: 8, StatusIgnore: 0, StatusSize: 24, Cart: 1, Graph: 2, DistGraph: 3, ThreadMultiple: 3},
 }
 
 // MPICHBuiltinSize decodes the element size encoded in an MPICH builtin

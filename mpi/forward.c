@@ -64,7 +64,7 @@ static int forward_narrowed(const cmx_args *a)
 	if (ret == 0 && a->form == CMX_FORM_NONBLOCKING && (sc || sd || rc || rd)) {
 		/* the MPI reads the arrays until the call completes: they go with
 		 * the request the caller is building, or one of their own */
-		cmx_req *e = a->entry ? a->entry : cmx_req_new(a->fn);
+		cmx_req *e = a->entry ? a->entry : cmx_req_new(a);
 		if (!e)
 			cmx_fatal("%s: out of memory", cmx_fn_names[a->fn]);
 		cmx_req_keep(e, sc), cmx_req_keep(e, sd), cmx_req_keep(e, rc), cmx_req_keep(e, rd);

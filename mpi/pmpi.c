@@ -168,6 +168,7 @@ static void detect_abi(void)
 	cmx_abi.root = k->root;
 	cmx_abi.proc_null = k->proc_null;
 	cmx_abi.err_other = k->err_other;
+	cmx_abi.err_in_status = k->err_in_status, cmx_abi.status_error = k->status_error;
 	cmx_abi.status_ignore = (const void *)(intptr_t)k->status_ignore;
 	cmx_abi.status_size = k->status_size;
 	cmx_abi.cart = k->cart, cmx_abi.graph = k->graph, cmx_abi.dist_graph = k->dist_graph;

@@ -36,8 +36,10 @@ struct cmx_req {
 		  * one shared handle (ompi_request_empty) for operations that
 		  * completed at once, so several entries may bear it */
 	int kind, fn;
+	cmx_h comm;  /* the call's: its error handler is the one a failure raises */
 	int claimed; /* a completion call is working on it */
-	int finished;  /* its results are in place */
+	int finished;  /* its results are in place, or failed to be: rc says */
+	int rc;        /* 0, or the error code its completion gives */
 	int completed; /* REQ_DEVICE: the generalized request was completed */
 	int cancel;    /* the program asked to cancel it */
 	/* finishing copies len bytes from `from` to the device at dev (only
@@ -109,17 +111,49 @@ static void unlink_locked(cmx_req *e)
 
 static void progress_orphans(int wait);
 
+/* A program may free a communicator while requests on it are pending;
+ * its handle is then no longer valid, and a failure of such a request
+ * must not reach an error handler through it. Every communicator collmux
+ * holds requests of carries an attribute whose delete callback, run as
+ * the communicator is freed, says so to those requests (e->comm 0): their
+ * failures then return the error without calling a handler. */
+static void watch_comm(cmx_h comm)
+{
+	void *v;
+	int flag = 1;
+	if (comm && comm != cmx_abi.comm_null && cmx_state.mpi_set && cmx_state.req_keyval_ok &&
+	    cmx_px.Comm_get_attr(comm, cmx_state.req_keyval, &v, &flag) == 0 && !flag)
+		cmx_px.Comm_set_attr(comm, cmx_state.req_keyval, NULL);
+}
+
+int cmx_req_comm_freed(cmx_h comm, int keyval, void *val, void *extra)
+{
+	(void)keyval, (void)val, (void)extra;
+	comm = cmx_norm(comm);
+	pthread_mutex_lock(&mu);
+	for (int b = 0; b < NBUCKET; b++)
+		for (cmx_req *e = bucket[b]; e; e = e->next)
+			if (e->comm == comm)
+				e->comm = 0;
+	for (cmx_req *e = orphans; e; e = e->next)
+		if (e->comm == comm)
+			e->comm = 0;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
 /* A new entry. Requests the program freed while active are finished here
  * too, not only in completion calls: a program may free every request it
  * starts (sends it knows complete from a reply) and never make one, and
  * each would keep its staging memory. */
-cmx_req *cmx_req_new(int fn)
+cmx_req *cmx_req_new(const cmx_args *a)
 {
 	progress_orphans(0);
 	cmx_req *e = calloc(1, sizeof *e);
 	if (e) {
-		e->fn = fn;
+		e->fn = a->fn, e->comm = cmx_norm(a->comm);
 		e->inner = cmx_abi.request_null;
+		watch_comm(e->comm);
 	}
 	return e;
 }
@@ -214,7 +248,7 @@ static int greq_cancel(void *extra, int complete) { return (void)extra, (void)co
 
 int cmx_req_device(const cmx_args *a, int (*poll)(void *, uint64_t), void *arg, uint64_t v, void (*drop)(void *))
 {
-	cmx_req *e = cmx_req_new(a->fn);
+	cmx_req *e = cmx_req_new(a);
 	if (!e)
 		return cmx_abi.err_other;
 	int rc = cmx_px.Grequest_start((void *)greq_query, (void *)greq_free, (void *)greq_cancel, NULL, a->req);
@@ -274,7 +308,7 @@ static int copy_back(cmx_req *e, const void *status)
 static int finish(cmx_req *e, const void *status)
 {
 	if (!e || e->finished)
-		return 0;
+		return e ? e->rc : 0;
 	e->finished = 1;
 	int rc = copy_back(e, status);
 	if (e->then) {
@@ -283,7 +317,7 @@ static int finish(cmx_req *e, const void *status)
 		int r = then(e->then_arg, rc == 0 && !e->failed);
 		rc = rc ? rc : r;
 	}
-	return rc;
+	return e->rc = rc;
 }
 
 /* Orphans, freed by the program while active, are finished here. */
@@ -394,6 +428,46 @@ static char *status_of(int op, const call *c, char *st, int i)
 	}
 }
 
+/* A completion call's requests that collmux finished with an error, told
+ * as MPI tells them: the call returns the error or, where it completes
+ * many requests, MPI_ERR_IN_STATUS, with the error in the failed
+ * request's status's MPI_ERROR and MPI_SUCCESS in every other completed
+ * one's; and the error handler of the first failed request's
+ * communicator is called once. Where the MPI itself returned an error,
+ * it has done all that for its own requests and called a handler. */
+typedef struct {
+	int n, code;
+	cmx_h comm;
+} failures;
+
+static int many(int op) { return op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL || op == CMX_REQ_WAITSOME || op == CMX_REQ_TESTSOME; }
+
+static void set_error(char *status, int code) { memcpy(status + cmx_abi.status_error, &code, sizeof code); }
+
+/* request i of the call, finished with error code r */
+static void failed(failures *f, int op, const call *c, char *st, int mpi_rc, int i, const cmx_req *e, int r)
+{
+	if (!f->n++) {
+		f->code = r, f->comm = e->comm;
+		if (many(op) && mpi_rc == 0 && st && st != cmx_abi.status_ignore) {
+			const int k = op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL ? c->n : *c->outcount;
+			for (int j = 0; j < k; j++)
+				set_error(st + (size_t)j * cmx_abi.status_size, 0);
+		}
+	}
+	char *s = many(op) ? status_of(op, c, st, i) : NULL;
+	if (s)
+		set_error(s, r);
+}
+
+static int raise_failures(const failures *f, int op, int mpi_rc)
+{
+	if (!f->n || mpi_rc)
+		return mpi_rc;
+	const int code = many(op) ? cmx_abi.err_in_status : f->code;
+	return f->comm ? cmx_error(f->comm, code) : code; /* 0: the communicator was freed (watch_comm) */
+}
+
 #define DEVICE_SPINS 64 /* device polls between two MPI tests while a completion call waits */
 
 /* complete runs one completion call over requests some of which collmux
@@ -414,6 +488,7 @@ static int complete(int op, call *c)
 	char *was_active = calloc((size_t)(n > 0 ? n : 1), 1);
 	int rc = cmx_abi.err_other, need_status = 0, device = 0, other = 0;
 	void *own_st = NULL;
+	failures f = {0};
 	if (!ent || !work || !sub || !was_active)
 		goto out;
 	pthread_mutex_lock(&mu);
@@ -481,19 +556,22 @@ static int complete(int op, call *c)
 				unlink_locked(work[i]);
 				pthread_mutex_unlock(&mu);
 				int r = finish(work[i], status_of(op, c, st, i));
+				if (r)
+					failed(&f, op, c, st, rc, i, work[i], r);
 				release(work[i]);
 				work[i] = NULL;
 				ent[i]->inner = cmx_abi.request_null;
-				rc = rc ? rc : r;
 			} else if (done && op == CMX_REQ_GETSTATUS) {
 				int r = finish(work[i], status_of(op, c, st, i));
-				rc = rc ? rc : r;
+				if (r)
+					failed(&f, op, c, st, rc, i, work[i], r);
 			}
 			continue; /* the program keeps the anchor */
 		}
 		if (work[i] && done) {
 			int r = finish(work[i], status_of(op, c, st, i));
-			rc = rc ? rc : r;
+			if (r)
+				failed(&f, op, c, st, rc, i, work[i], r);
 			if (op != CMX_REQ_GETSTATUS) {
 				pthread_mutex_lock(&mu);
 				unlink_locked(work[i]);
@@ -523,7 +601,7 @@ out:
 		free(work);
 	if (sub != small_sub)
 		free(sub);
-	return rc;
+	return raise_failures(&f, op, rc); /* after the clean-up: a handler may not return */
 }
 
 /* The rest of completion call op (capi/requests.c): the MPI's own where
@@ -656,7 +734,7 @@ static void keep_arrays(cmx_req *e, cmx_args *a)
  * the program's next persistent collective of its own never completed. */
 int cmx_req_persistent(const cmx_args *a, int (*start)(cmx_args *))
 {
-	cmx_req *e = cmx_req_new(a->fn);
+	cmx_req *e = cmx_req_new(a);
 	if (!e)
 		return cmx_error(a->comm, cmx_abi.err_other);
 	int rc = cmx_px.Barrier_init ? cmx_px.Barrier_init(cmx_abi.comm_self, cmx_abi.info_null, a->req)

@@ -98,6 +98,6 @@ const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND] = {
 	{0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,},
 };
 
-const cmx_abi_consts cmx_consts_mpich = {-1, 0x44000000, 0x44000001, 0x4000000, 0xc000000, 0x18000000, 0x1c000000, -3, -1, 15, 0x2c000000, 1, 20, 2, 1, 3, 3};
-const cmx_abi_consts cmx_consts_mpi_abi = {1, 0x101, 0x102, 0x100, 0x200, 0x20, 0x130, -4, -3, 16, 0x180, 0, 32, 211, 212, 213, 4096};
-const cmx_abi_consts cmx_consts_openmpi = {1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, -4, -2, 16, 0x0, 0, 24, 1, 2, 3, 3};
+const cmx_abi_consts cmx_consts_mpich = {-1, 0x44000000, 0x44000001, 0x4000000, 0xc000000, 0x18000000, 0x1c000000, -3, -1, 15, 17, 16, 0x2c000000, 1, 20, 2, 1, 3, 3};
+const cmx_abi_consts cmx_consts_mpi_abi = {1, 0x101, 0x102, 0x100, 0x200, 0x20, 0x130, -4, -3, 16, 19, 8, 0x180, 0, 32, 211, 212, 213, 4096};
+const cmx_abi_consts cmx_consts_openmpi = {1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, -4, -2, 16, 18, 8, 0x0, 0, 24, 1, 2, 3, 3};

@@ -83,6 +83,7 @@ mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/killrank tests/gpu/killrank.c -L$CUDA/lib64 -lcudart -lpthread
 mpicc -I$CUDA/include -o $B/edges tests/gpu/edges.c -L$CUDA/lib64 -lcudart -lpthread
 mpicc -I$CUDA/include -o $B/commfree tests/gpu/commfree.c -L$CUDA/lib64 -lcudart
+mpicc -I$CUDA/include -o $B/lingerrace tests/gpu/lingerrace.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/gpu_bench bench/gpu_bench.c -L$CUDA/lib64 -lcudart -lnccl -ldl
 mpicc -I$CUDA/include -o $B/overlaptest tests/c/overlaptest.c -L$CUDA/lib64 -lcudart
 mpicc -O2 -I$CUDA/include -o $B/overlap bench/overlap.c -L$CUDA/lib64 -lcudart -ldl
@@ -358,6 +359,18 @@ grep -q "0 failures" $B/cf.out && [ $rc = 0 ] && [ "$n" = 0 ] && [ "$f" -gt 0 ] 
 result $? "44 communicators made and freed (half with ranks reversed): every call fused, freed workspaces taken over; opposite-order frees do not hang: $(grep '^commfree' $B/cf.out)"
 grep "^first use" $B/cf.out
 [ "$n" = 0 ] || grep -v '^\[' $B/cf.out | head -12
+
+# nonblocking jobs rung as the resident kernel stops for want of jobs,
+# while the rank then waits in host MPI (lingerrace): each must still run
+# (the stop handshake in kernels.cu's take_job), or the peers' watchdog
+# fails their blocking call
+if [ "$RANKS" -ge 2 ]; then
+  run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_FUSED_LINGER=30 -x COLLMUX_TIMEOUT=5 -x COLLMUX_STATS=$B/lr.json $B/lingerrace > $B/lr.out 2>&1
+  rc=$? f=$(calls $B/lr.json fused)
+  grep -q "0 failures" $B/lr.out && [ $rc = 0 ] && [ "$f" -ge 20000 ]
+  result $? "a nonblocking job rung as the resident kernel stops still runs while its rank waits in host MPI: $(grep '^lingerrace' $B/lr.out), $f calls on fused"
+  [ $rc = 0 ] || grep -v '^\[' $B/lr.out | head -8
+fi
 
 # kernels compiled ahead of time (as CMake does where nvcc exists) are
 # loaded from collmux-kernels/ beside the library instead of NVRTC

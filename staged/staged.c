@@ -271,7 +271,7 @@ int cmx_staged_run(cmx_comm *c, const cmx_args *a, int *rc)
 	if (trim && !async && a->status == cmx_abi.status_ignore)
 		b.status = st;
 	if (async) {
-		if (!(b.entry = cmx_req_new(a->fn)))
+		if (!(b.entry = cmx_req_new(a)))
 			goto fail;
 		cmx_req_pinned(b.entry, h, total);
 		if (dev[1])

@@ -161,19 +161,20 @@ func TestDeviceBuffersStaged(t *testing.T) {
 }
 
 // stagedRun runs the device build of src at 2 ranks under collmux on the
-// CUDA stand-in; it must exit 0 and report no failures. Its output and
-// statistics file.
-func stagedRun(t *testing.T, m mpiImpl, src string) (out, statsFile string) {
+// CUDA stand-in, with the environment variables of extra (name, value, ...)
+// besides; it must exit 0 and report no failures. Its output, error
+// output and statistics file.
+func stagedRun(t *testing.T, m mpiImpl, src string, extra ...string) (out, errs, statsFile string) {
 	t.Helper()
 	name := strings.TrimSuffix(src, ".c")
 	dir := fakeCUDA(t)
 	prog := deviceProgram(t, m, src, name)
-	env, statsFile := preloaded(t, "LD_LIBRARY_PATH", dir)
+	env, statsFile := preloaded(t, append([]string{"LD_LIBRARY_PATH", dir}, extra...)...)
 	out, errs, err := run(t, m, 2, env, prog)
 	if err != nil || !strings.Contains(out, name+": 2 ranks, 0 failures") {
 		t.Fatalf("%v\n%s\n%s", err, out, errs)
 	}
-	return out, statsFile
+	return out, errs, statsFile
 }
 
 // The pinned buffer a thread stages its blocking device calls through goes
@@ -185,7 +186,7 @@ func TestStagingMemoryFreed(t *testing.T) {
 	line := regexp.MustCompile(`stagethreads: rank (\d): \d+ rounds of \d+ threads, pinned allocations live: at most (-?\d+) after a round, (-?\d+) before MPI_Finalize, (-?\d+) after`)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
-			out, statsFile := stagedRun(t, m, "stagethreads.c")
+			out, _, statsFile := stagedRun(t, m, "stagethreads.c")
 			seen := 0
 			for _, mm := range line.FindAllStringSubmatch(out, -1) {
 				seen++
@@ -211,7 +212,7 @@ func TestFreedSendsFinished(t *testing.T) {
 	live := regexp.MustCompile(`pinned allocations live after them: (\d+)`)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
-			out, _ := stagedRun(t, m, "freedsends.c")
+			out, _, _ := stagedRun(t, m, "freedsends.c")
 			mm := live.FindStringSubmatch(out)
 			if mm == nil {
 				t.Fatalf("no count of pinned allocations:\n%s", out)
@@ -242,6 +243,27 @@ func TestUnstageableCallFails(t *testing.T) {
 			}
 			if mm[1] == "0" || mm[2] == "0" || mm[3] != "0" || !strings.Contains(errs, "MPI_Irecv: device memory could not be staged") {
 				t.Errorf("want some receives posted and some refused with a message, none wrong:\n%s\n%s", out, errs)
+			}
+		})
+	}
+}
+
+// A device request whose work fails (its data cannot reach the device:
+// the stand-in fails every copy there of 4004 bytes) reports the failure
+// as MPI reports a failed request (reqerr): an error of class
+// MPI_ERR_OTHER from MPI_Wait, MPI_ERR_IN_STATUS from MPI_Waitall and
+// MPI_Testsome with the error in that request's MPI_ERROR and
+// MPI_SUCCESS in the others', the communicator's error handler called
+// once with what the call returns, a persistent call failing at each
+// start, and no handler called through a communicator freed before its
+// request completed. Before, the calls returned MPI_ERR_OTHER alone, with no handler
+// called and no status telling which request failed.
+func TestFailedRequestsReportedAsMPIDoes(t *testing.T) {
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			_, errs, _ := stagedRun(t, m, "reqerr.c", "FAKECUDA_FAIL_TO_DEVICE", "4004")
+			if !strings.Contains(errs, "MPI_Irecv: copying the received data back to the device failed") {
+				t.Errorf("no message names the failed call:\n%s", errs)
 			}
 		})
 	}

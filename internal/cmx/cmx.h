@@ -88,7 +88,7 @@ extern const unsigned char cmx_op_valid[CMX_NOP][CMX_NKIND];
 typedef struct {
 	int64_t in_place;
 	uint32_t comm_world, comm_self, comm_null, dtype_null, op_null, info_null;
-	int32_t root, proc_null, err_other;
+	int32_t root, proc_null, err_other, err_in_status, status_error;
 	uint32_t request_null;
 	int64_t status_ignore;
 	int32_t status_size;
@@ -107,6 +107,7 @@ typedef struct {
 	cmx_h float_, double_;     /* the parts of a complex sum (dispatch) */
 	cmx_h two_int;             /* MPI_2INT: the one pair whose elements are of one kind */
 	int root, proc_null, err_other;
+	int err_in_status, status_error; /* MPI_ERR_IN_STATUS; the offset of MPI_ERROR in MPI_Status */
 	cmx_h request_null;
 	const void *status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
 	int status_size;           /* sizeof(MPI_Status) */
@@ -304,6 +305,8 @@ typedef struct {
 	volatile int mpi_set; /* keyvals and finalize hook in place */
 	volatile int finalized;
 	int comm_keyval, self_keyval;
+	int req_keyval; /* on communicators collmux holds requests of: tells when one is freed */
+	int req_keyval_ok;
 	int log_rank; /* 1 + the rank in MPI_COMM_WORLD once MPI is initialised; 0 before */
 } cmx_state_t;
 extern cmx_state_t cmx_state;
@@ -809,7 +812,7 @@ static inline int64_t cmx_side_count(const cmx_args *a, int w, int n, int me)
 /* An entry for a nonblocking call collmux finishes when it completes:
  * made before the call, filed under the request the MPI wrote to *req
  * once it succeeded, or dropped (with what it keeps) if it failed. */
-cmx_req *cmx_req_new(int fn);
+cmx_req *cmx_req_new(const cmx_args *a);
 void cmx_req_file(cmx_req *e, const void *req);
 void cmx_req_drop(cmx_req *e);
 void cmx_req_keep(cmx_req *e, void *p); /* free(p) once the request completes */
@@ -876,6 +879,7 @@ int cmx_req_cancel(void *req);
 int cmx_req_free(void *req); /* MPI_Request_free */
 int cmx_req_start(void *req);
 void cmx_req_finalize(void);                        /* finishes requests the program freed while active */
+int cmx_req_comm_freed(cmx_h comm, int keyval, void *val, void *extra); /* req_keyval's delete callback */
 
 /* ---- timelines (COLLMUX_TRACE, dispatch/trace.c) ---- */
 #define CMX_TRACE_MAX (1u << 20) /* events kept per process; later calls are counted as dropped */

@@ -718,8 +718,8 @@ func genABI() []byte {
 	b.WriteString("};\n\n")
 	for _, a := range []mpi.ABI{mpi.ABIMPICH, mpi.ABIStandard, mpi.ABIOpenMPI} {
 		c := mpi.ABIConstants[a]
-		fmt.Fprintf(&b, "const cmx_abi_consts cmx_consts_%s = {%d, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, %d, %d, %d, 0x%x, %d, %d, %d, %d, %d, %d};\n",
-			strings.ReplaceAll(a.String(), "-", "_"), c.InPlace, c.CommWorld, c.CommSelf, c.CommNull, c.DatatypeNull, c.OpNull, c.InfoNull, c.Root, c.ProcNull, c.ErrOther,
+		fmt.Fprintf(&b, "const cmx_abi_consts cmx_consts_%s = {%d, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, 0x%x, %d, %d, %d, %d, %d, 0x%x, %d, %d, %d, %d, %d, %d};\n",
+			strings.ReplaceAll(a.String(), "-", "_"), c.InPlace, c.CommWorld, c.CommSelf, c.CommNull, c.DatatypeNull, c.OpNull, c.InfoNull, c.Root, c.ProcNull, c.ErrOther, c.ErrInStatus, c.StatusError,
 			c.RequestNull, c.StatusIgnore, c.StatusSize, c.Cart, c.Graph, c.DistGraph, c.ThreadMultiple)
 	}
 	return b.Bytes()

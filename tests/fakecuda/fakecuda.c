@@ -165,9 +165,15 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, uintptr_t p
 	return OK;
 }
 
+/* FAKECUDA_FAIL_TO_DEVICE=N: a copy from host to device memory of exactly
+ * N bytes fails, as one to a device that faulted would, so that tests can
+ * see how collmux reports the request whose data it was. */
 CUresult cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t n, void *stream)
 {
 	(void)stream;
+	const char *fail = getenv("FAKECUDA_FAIL_TO_DEVICE");
+	if (fail && is_dev((void *)dst) && !is_dev((void *)src) && n == (size_t)atol(fail))
+		return INVALID_VALUE;
 	memmove(view((void *)dst), view((void *)src), n);
 	return OK;
 }
