@@ -5,9 +5,13 @@
 # COLLMUX_CHECK, the watchdog, mpi4py with CuPy and PyTorch, and the
 # benchmark against NCCL. Everything lands in $OUT.
 #
-# ONLY=ops | overlap | faults | coll: that part alone (the fused
-# operations; the copy-engine and overlap cases; the watchdogs and fault
-# injection; colltest on every path).
+# ONLY="PART ...": those parts alone, of overlap (the copy-engine and
+# overlap cases), ops (the fused operations), coll (colltest on every
+# path), requests (nonblocking, persistent, point-to-point, neighbourhood
+# calls, mixed datatypes), kernel (the resident kernel's edges, freed
+# communicators, its stop, kernels compiled ahead of time, COLLMUX_CHECK),
+# faults (the watchdogs and fault injection) and py (mpi4py with CuPy and
+# PyTorch), so that a run too long for one call splits into two.
 # FAULTS=0: everything but the watchdogs and fault injection. BENCH: which
 # benchmarks follow the tests (below; BENCH=0 none).
 # MPS=1: two ranks on every GPU, sharing it through an MPS server this
@@ -233,177 +237,180 @@ coll_suite() {
     done
   done
 }
-if [ "${ONLY:-}" = ops ]; then
-  ops_suite
-elif [ "${ONLY:-}" = overlap ]; then
-  overlap_suite
-elif [ "${ONLY:-}" = faults ]; then
-  faults_suite
-elif [ "${ONLY:-}" = coll ]; then
-  coll_suite
-else
-overlap_suite
-ops_suite
-coll_suite
-
-# nonblocking and persistent collectives with every completion call
-# (nbtest), point-to-point in every mode (p2ptest, whose mixed pairs send
-# from device to host buffers and back, so no COLLMUX_CHECK), then both with
-# two threads per rank: device buffers through collmux against the host
-# run of the same program; stderr says which MPI-4 functions were found.
-# nbtest with threads runs under COLLMUX_CHECK; without, its persistent
-# calls' restarts take the prepared path (checked calls are never prepared)
-for p in nbtest p2ptest; do
-  for np in $(seq $FIRST "$RANKS") threads; do
-    chk=(); [ $p = nbtest ] && [ $np = threads ] && chk=(-x COLLMUX_CHECK=1)
-    n=$np args=()
-    [ $np = threads ] && n=$((RANKS < 2 ? 1 : 2)) args=(threads)
-    run $n $B/$p "${args[@]}" > $B/$p.host.$np 2> $B/$p.host.$np.err
-    run $n "${X[@]}" "${chk[@]}" -x COLLMUX_STATS=$B/$p.s.$np.json $B/${p}_cuda "${args[@]}" > $B/$p.dev.$np 2> $B/$p.dev.$np.err
-    rc=$?
-    cmp -s $B/$p.host.$np $B/$p.dev.$np && grep -qxE "$p: $n ranks, (2 threads, )?0 failures" $B/$p.dev.$np && [ $rc = 0 ]
-    result $? "$p on device buffers, $n ranks${args:+, MPI_THREAD_MULTIPLE}: same results as host MPI: $(tail -1 $B/$p.dev.$np)"
-    [ $rc = 0 ] || { grep -v '^\[' $B/$p.dev.$np.err | tail -20; diff $B/$p.host.$np $B/$p.dev.$np | head -10; }
-    [ $np = 1 ] && grep "^$p:" $B/$p.dev.$np.err
+# nonblocking, persistent and point-to-point calls, neighbourhood calls and mixed datatypes (ONLY=requests: these alone)
+requests_suite() {
+  # nonblocking and persistent collectives with every completion call
+  # (nbtest), point-to-point in every mode (p2ptest, whose mixed pairs send
+  # from device to host buffers and back, so no COLLMUX_CHECK), then both with
+  # two threads per rank: device buffers through collmux against the host
+  # run of the same program; stderr says which MPI-4 functions were found.
+  # nbtest with threads runs under COLLMUX_CHECK; without, its persistent
+  # calls' restarts take the prepared path (checked calls are never prepared)
+  for p in nbtest p2ptest; do
+    for np in $(seq $FIRST "$RANKS") threads; do
+      chk=(); [ $p = nbtest ] && [ $np = threads ] && chk=(-x COLLMUX_CHECK=1)
+      n=$np args=()
+      [ $np = threads ] && n=$((RANKS < 2 ? 1 : 2)) args=(threads)
+      run $n $B/$p "${args[@]}" > $B/$p.host.$np 2> $B/$p.host.$np.err
+      run $n "${X[@]}" "${chk[@]}" -x COLLMUX_STATS=$B/$p.s.$np.json $B/${p}_cuda "${args[@]}" > $B/$p.dev.$np 2> $B/$p.dev.$np.err
+      rc=$?
+      cmp -s $B/$p.host.$np $B/$p.dev.$np && grep -qxE "$p: $n ranks, (2 threads, )?0 failures" $B/$p.dev.$np && [ $rc = 0 ]
+      result $? "$p on device buffers, $n ranks${args:+, MPI_THREAD_MULTIPLE}: same results as host MPI: $(tail -1 $B/$p.dev.$np)"
+      [ $rc = 0 ] || { grep -v '^\[' $B/$p.dev.$np.err | tail -20; diff $B/$p.host.$np $B/$p.dev.$np | head -10; }
+      [ $np = 1 ] && grep "^$p:" $B/$p.dev.$np.err
+    done
   done
-done
 
-# persistent starts prepared on fused: nbtest with the device collectives
-# forced onto fused where it runs them (the rest fall through), against the
-# host run; statistics show the persistent all-reduce's 200 restarts there
-for np in $(seq $FIRST "$RANKS"); do
-  run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_STATS=$B/nbf.$np.json $B/nbtest_cuda > $B/nbf.$np 2> $B/nbf.$np.err
-  rc=$? f=$(famon $B/nbf.$np.json allreduce fused)
-  cmp -s $B/nbtest.host.$np $B/nbf.$np && [ $rc = 0 ] && [ "$f" -ge 200 ]
-  result $? "nbtest on device buffers, $np ranks, forced onto fused (persistent starts prepared): same results as host MPI, $f all-reduces on fused"
-  [ $rc = 0 ] || grep -v '^\[' $B/nbf.$np.err | tail -20
-done
+  # persistent starts prepared on fused: nbtest with the device collectives
+  # forced onto fused where it runs them (the rest fall through), against the
+  # host run; statistics show the persistent all-reduce's 200 restarts there
+  for np in $(seq $FIRST "$RANKS"); do
+    run $np "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_STATS=$B/nbf.$np.json $B/nbtest_cuda > $B/nbf.$np 2> $B/nbf.$np.err
+    rc=$? f=$(famon $B/nbf.$np.json allreduce fused)
+    cmp -s $B/nbtest.host.$np $B/nbf.$np && [ $rc = 0 ] && [ "$f" -ge 200 ]
+    result $? "nbtest on device buffers, $np ranks, forced onto fused (persistent starts prepared): same results as host MPI, $f all-reduces on fused"
+    [ $rc = 0 ] || grep -v '^\[' $B/nbf.$np.err | tail -20
+  done
 
-# nbrtest: the neighborhood collectives (Cartesian, graph and distributed
-# graph; blocking, nonblocking, persistent), Alltoallw, Reduce_local,
-# intercommunicator collectives (non-significant buffers NULL) and the _c
-# forms on device buffers, against the host MPI's own results. stdout only:
-# stderr says which MPI-4 functions the MPI has, natively and under collmux.
-# Once checked (COLLMUX_CHECK=1), once with statistics, which must show
-# each new family on a device backend, not forwarded with device pointers.
-for np in $(seq $FIRST "$RANKS"); do
-  run $np $B/nbrtest > $B/nbr.host.$np 2> $B/nbr.host.$np.err
-  run $np "${X[@]}" -x COLLMUX_CHECK=1 $B/nbrtest_cuda > $B/nbr.dev.$np 2> $B/nbr.dev.$np.err
+  # nbrtest: the neighborhood collectives (Cartesian, graph and distributed
+  # graph; blocking, nonblocking, persistent), Alltoallw, Reduce_local,
+  # intercommunicator collectives (non-significant buffers NULL) and the _c
+  # forms on device buffers, against the host MPI's own results. stdout only:
+  # stderr says which MPI-4 functions the MPI has, natively and under collmux.
+  # Once checked (COLLMUX_CHECK=1), once with statistics, which must show
+  # each new family on a device backend, not forwarded with device pointers.
+  for np in $(seq $FIRST "$RANKS"); do
+    run $np $B/nbrtest > $B/nbr.host.$np 2> $B/nbr.host.$np.err
+    run $np "${X[@]}" -x COLLMUX_CHECK=1 $B/nbrtest_cuda > $B/nbr.dev.$np 2> $B/nbr.dev.$np.err
+    rc=$?
+    cmp -s $B/nbr.host.$np $B/nbr.dev.$np && grep -q "^nbrtest: $np ranks, 0 failures" $B/nbr.dev.$np && [ $rc = 0 ]
+    result $? "nbrtest on device buffers, $np ranks: neighborhood collectives in every form, Alltoallw, Reduce_local, intercommunicators: same results as host MPI (COLLMUX_CHECK=1)"
+    [ $rc = 0 ] || grep -v '^\[' $B/nbr.dev.$np.err | tail -20
+    cmp -s $B/nbr.host.$np $B/nbr.dev.$np || diff $B/nbr.host.$np $B/nbr.dev.$np | head -10
+    run $np "${X[@]}" -x COLLMUX_STATS=$B/ns.$np.json $B/nbrtest_cuda > $B/nbrs.$np 2> $B/nbrs.$np.err
+    rc=$? missing=""
+    fams="neighbor_allgather neighbor_allgatherv neighbor_alltoall neighbor_alltoallv neighbor_alltoallw reduce_local"
+    [ $np -gt 1 ] && fams="$fams alltoallw" # one rank's Alltoallw moves nothing
+    for f in $fams; do
+      [ "$(offhost $B/ns.$np.json $f)" -gt 0 ] || missing="$missing $f"
+    done
+    [ "$(famon $B/ns.$np.json reduce_local fused)" -gt 0 ] || missing="$missing reduce_local-on-its-kernel"
+    cmp -s $B/nbr.host.$np $B/nbrs.$np && [ $rc = 0 ] && [ -z "$missing" ]
+    result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend, Reduce_local on collmux's kernel${missing:+ (not:$missing)}"
+    [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
+  done
+
+  # typemix: ranks pass one type signature through different datatypes (a
+  # contiguous type or MPI_2INT on one, ints on the others; strided and
+  # column types on one side of a call, packed for the device backend on
+  # that rank): the same results as the host MPI on each path, every rank
+  # explaining the same routing decisions (COLLMUX_LOG=decisions). Under
+  # the copy path's rule the packing matters twice: ranks that share a GPU
+  # (MPS=1) all fall from it to the fused path, which decides alone
+  if [ "$RANKS" -ge 2 ]; then
+    run "$RANKS" $B/typemix > $B/tm.host 2>&1
+    for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused' '*:cuda:*:copy'; do
+      env=(); [ "$rules" != default ] && env=(-x COLLMUX_RULES="$rules")
+      run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
+      rc=$?
+      # each rank's explained decisions, the rank's prefix dropped, sorted: one set for all ranks
+      sets=$(for r in $(seq 0 $((RANKS - 1))); do grep "^collmux\[rank $r\]: .* -> " $B/tm.err | sed 's/^collmux\[rank [0-9]*\]: //' | sort | md5sum; done | sort -u | wc -l)
+      cmp -s $B/tm.host $B/tm.dev && [ $rc = 0 ] && [ "$sets" = 1 ]
+      result $? "typemix on device buffers, $RANKS ranks, rules $rules: mixed datatypes of one signature give the host MPI's results, every rank routing alike ($sets decision sets)"
+      [ $rc = 0 ] || grep -v '^\[' $B/tm.err | tail -12
+      cmp -s $B/tm.host $B/tm.dev || diff $B/tm.host $B/tm.dev | head -10
+    done
+  fi
+}
+
+# the resident kernel: edges, communicators freed, the stop, kernels compiled ahead of time, COLLMUX_CHECK (ONLY=kernel: these alone)
+kernel_suite() {
+  # the edges under the fused kernels (resident, then relaunched every call,
+  # then every all-reduce one-shot and two-shot through the slots instead of
+  # LL) and under NCCL (misaligned reductions run through an aligned copy)
+  edge_modes="linger200 linger0 oneshot twoshot"
+  shared $RANKS || edge_modes+=" nccl"
+  for mode in $edge_modes; do
+    case $mode in
+    linger200) env=(-x COLLMUX_FUSED_LINGER=200) backend=fused ;;
+    linger0) env=(-x COLLMUX_FUSED_LINGER=0) backend=fused ;;
+    oneshot | twoshot) env=(-x COLLMUX_FUSED_ALGO=$mode) backend=fused ;;
+    nccl) env=(-x COLLMUX_RULES='*:cuda:*:nccl') backend=nccl ;;
+    esac
+    run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
+    rc=$?
+    grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$RANKS" = 1 ]
+    result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, 200 bcasts in a row, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
+    grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
+  done
+
+  # communicators made and freed in a loop, more than a process has
+  # workspaces: each freed one's workspace goes to the next communicator of
+  # the same processes (any rank order), so no call falls back to NCCL
+  run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_LOG=info -x COLLMUX_STATS=$B/cf.json $B/commfree > $B/cf.out 2>&1
   rc=$?
-  cmp -s $B/nbr.host.$np $B/nbr.dev.$np && grep -q "^nbrtest: $np ranks, 0 failures" $B/nbr.dev.$np && [ $rc = 0 ]
-  result $? "nbrtest on device buffers, $np ranks: neighborhood collectives in every form, Alltoallw, Reduce_local, intercommunicators: same results as host MPI (COLLMUX_CHECK=1)"
-  [ $rc = 0 ] || grep -v '^\[' $B/nbr.dev.$np.err | tail -20
-  cmp -s $B/nbr.host.$np $B/nbr.dev.$np || diff $B/nbr.host.$np $B/nbr.dev.$np | head -10
-  run $np "${X[@]}" -x COLLMUX_STATS=$B/ns.$np.json $B/nbrtest_cuda > $B/nbrs.$np 2> $B/nbrs.$np.err
-  rc=$? missing=""
-  fams="neighbor_allgather neighbor_allgatherv neighbor_alltoall neighbor_alltoallv neighbor_alltoallw reduce_local"
-  [ $np -gt 1 ] && fams="$fams alltoallw" # one rank's Alltoallw moves nothing
-  for f in $fams; do
-    [ "$(offhost $B/ns.$np.json $f)" -gt 0 ] || missing="$missing $f"
-  done
-  [ "$(famon $B/ns.$np.json reduce_local fused)" -gt 0 ] || missing="$missing reduce_local-on-its-kernel"
-  cmp -s $B/nbr.host.$np $B/nbrs.$np && [ $rc = 0 ] && [ -z "$missing" ]
-  result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend, Reduce_local on collmux's kernel${missing:+ (not:$missing)}"
-  [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
-done
+  n=$(calls $B/cf.json nccl) f=$(calls $B/cf.json fused) t=$(grep -c 'taken over' $B/cf.out)
+  echo "  commfree: fused $f calls, nccl $n, workspaces taken over $t times"
+  grep -q "0 failures" $B/cf.out && [ $rc = 0 ] && [ "$n" = 0 ] && [ "$f" -gt 0 ] && [ "$t" -ge 40 ]
+  result $? "44 communicators made and freed (half with ranks reversed): every call fused, freed workspaces taken over; opposite-order frees do not hang: $(grep '^commfree' $B/cf.out)"
+  grep "^first use" $B/cf.out
+  [ "$n" = 0 ] || grep -v '^\[' $B/cf.out | head -12
 
-# typemix: ranks pass one type signature through different datatypes (a
-# contiguous type or MPI_2INT on one, ints on the others; strided and
-# column types on one side of a call, packed for the device backend on
-# that rank): the same results as the host MPI on each path, every rank
-# explaining the same routing decisions (COLLMUX_LOG=decisions). Under
-# the copy path's rule the packing matters twice: ranks that share a GPU
-# (MPS=1) all fall from it to the fused path, which decides alone
-if [ "$RANKS" -ge 2 ]; then
-  run "$RANKS" $B/typemix > $B/tm.host 2>&1
-  for rules in default '*:cuda:*:nccl' '*:cuda:0-8M:fused' '*:cuda:*:copy'; do
-    env=(); [ "$rules" != default ] && env=(-x COLLMUX_RULES="$rules")
-    run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_LOG=decisions $B/typemix_cuda > $B/tm.dev 2> $B/tm.err
+  # nonblocking jobs rung as the resident kernel stops for want of jobs,
+  # while the rank then waits in host MPI (lingerrace): each must still run
+  # (the stop handshake in kernels.cu's take_job), or the peers' watchdog
+  # fails their blocking call
+  if [ "$RANKS" -ge 2 ]; then
+    run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_FUSED_LINGER=30 -x COLLMUX_TIMEOUT=5 -x COLLMUX_STATS=$B/lr.json $B/lingerrace > $B/lr.out 2>&1
+    rc=$? f=$(calls $B/lr.json fused)
+    grep -q "0 failures" $B/lr.out && [ $rc = 0 ] && [ "$f" -ge 20000 ]
+    result $? "a nonblocking job rung as the resident kernel stops still runs while its rank waits in host MPI: $(grep '^lingerrace' $B/lr.out), $f calls on fused"
+    [ $rc = 0 ] || grep -v '^\[' $B/lr.out | head -8
+  fi
+
+  # kernels compiled ahead of time (as CMake does where nvcc exists) are
+  # loaded from collmux-kernels/ beside the library instead of NVRTC
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
+  cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
+  $CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
+  run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE "${MPSX[@]}" -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
+  grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
+  result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
+
+  if [ "$RANKS" -ge 2 ]; then
+    timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
     rc=$?
-    # each rank's explained decisions, the rank's prefix dropped, sorted: one set for all ranks
-    sets=$(for r in $(seq 0 $((RANKS - 1))); do grep "^collmux\[rank $r\]: .* -> " $B/tm.err | sed 's/^collmux\[rank [0-9]*\]: //' | sort | md5sum; done | sort -u | wc -l)
-    cmp -s $B/tm.host $B/tm.dev && [ $rc = 0 ] && [ "$sets" = 1 ]
-    result $? "typemix on device buffers, $RANKS ranks, rules $rules: mixed datatypes of one signature give the host MPI's results, every rank routing alike ($sets decision sets)"
-    [ $rc = 0 ] || grep -v '^\[' $B/tm.err | tail -12
-    cmp -s $B/tm.host $B/tm.dev || diff $B/tm.host $B/tm.dev | head -10
-  done
-fi
+    cat $B/mm | grep -v '^\[' | head -8
+    [ $rc != 0 ] && [ $rc != 124 ] && grep -q "disagree on the memory kind" $B/mm
+    result $? "COLLMUX_CHECK names the ranks that pass host and device buffers (exit $rc, no hang)"
+  fi
+}
 
-# the edges under the fused kernels (resident, then relaunched every call,
-# then every all-reduce one-shot and two-shot through the slots instead of
-# LL) and under NCCL (misaligned reductions run through an aligned copy)
-edge_modes="linger200 linger0 oneshot twoshot"
-shared $RANKS || edge_modes+=" nccl"
-for mode in $edge_modes; do
-  case $mode in
-  linger200) env=(-x COLLMUX_FUSED_LINGER=200) backend=fused ;;
-  linger0) env=(-x COLLMUX_FUSED_LINGER=0) backend=fused ;;
-  oneshot | twoshot) env=(-x COLLMUX_FUSED_ALGO=$mode) backend=fused ;;
-  nccl) env=(-x COLLMUX_RULES='*:cuda:*:nccl') backend=nccl ;;
+# mpi4py with CuPy and PyTorch (ONLY=py: this alone)
+py_suite() {
+  run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
+  grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"
+  py_backend=nccl; shared $RANKS && py_backend=fused
+  [ "$(calls $B/py.json $py_backend)" -gt 0 ]; result $? "mpi4py device calls went to $py_backend"
+  grep -q "0 failures" $B/py || tail -30 $B/py
+  run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/pynb.json python3 tests/py/mpi4py_cupy_nb.py > $B/pynb 2>&1
+  grep -q "0 failures" $B/pynb; result $? "mpi4py + CuPy/PyTorch: nonblocking, persistent and point-to-point calls on device arrays, MPIX_Query_cuda_support: $(grep mpi4py_cupy_nb $B/pynb)"
+  grep -q "0 failures" $B/pynb || tail -30 $B/pynb
+  [ "$(calls $B/pynb.json staged)" -gt 0 ]; result $? "mpi4py point-to-point device calls went through collmux (staged)"
+}
+
+# ONLY: the parts named (any of overlap ops coll requests kernel faults py,
+# space-separated), else all of them, the watchdogs and fault injection
+# last but one unless FAULTS=0
+parts="overlap ops coll requests kernel faults py"
+[ "${FAULTS:-1}" = 1 ] || parts=${parts/ faults/}
+for part in ${ONLY:-$parts}; do
+  case " overlap ops coll requests kernel faults py " in
+  *" $part "*) "${part}_suite" ;;
+  *) echo "ONLY=$ONLY: no part $part (overlap ops coll requests kernel faults py)"; exit 2 ;;
   esac
-  run "$RANKS" "${X[@]}" "${env[@]}" -x COLLMUX_STATS=$B/e.$mode.json $B/edges > $B/edges.$mode 2>&1
-  rc=$?
-  grep -q "0 failures" $B/edges.$mode && [ $rc = 0 ] && [ "$(calls $B/e.$mode.json $backend)" -gt 0 -o "$RANKS" = 1 ]
-  result $? "edges on $backend ($mode): offsets 0/1/4/8 B and differing between ranks, odd counts, LL limit, in place, 200 bcasts in a row, two communicators from two threads: $(grep '^edges' $B/edges.$mode)"
-  grep -q "0 failures" $B/edges.$mode || grep -v '^\[' $B/edges.$mode | head -12
 done
-
-# communicators made and freed in a loop, more than a process has
-# workspaces: each freed one's workspace goes to the next communicator of
-# the same processes (any rank order), so no call falls back to NCCL
-run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_LOG=info -x COLLMUX_STATS=$B/cf.json $B/commfree > $B/cf.out 2>&1
-rc=$?
-n=$(calls $B/cf.json nccl) f=$(calls $B/cf.json fused) t=$(grep -c 'taken over' $B/cf.out)
-echo "  commfree: fused $f calls, nccl $n, workspaces taken over $t times"
-grep -q "0 failures" $B/cf.out && [ $rc = 0 ] && [ "$n" = 0 ] && [ "$f" -gt 0 ] && [ "$t" -ge 40 ]
-result $? "44 communicators made and freed (half with ranks reversed): every call fused, freed workspaces taken over; opposite-order frees do not hang: $(grep '^commfree' $B/cf.out)"
-grep "^first use" $B/cf.out
-[ "$n" = 0 ] || grep -v '^\[' $B/cf.out | head -12
-
-# nonblocking jobs rung as the resident kernel stops for want of jobs,
-# while the rank then waits in host MPI (lingerrace): each must still run
-# (the stop handshake in kernels.cu's take_job), or the peers' watchdog
-# fails their blocking call
-if [ "$RANKS" -ge 2 ]; then
-  run "$RANKS" "${X[@]}" -x COLLMUX_RULES='*:cuda:*:fused' -x COLLMUX_FUSED_LINGER=30 -x COLLMUX_TIMEOUT=5 -x COLLMUX_STATS=$B/lr.json $B/lingerrace > $B/lr.out 2>&1
-  rc=$? f=$(calls $B/lr.json fused)
-  grep -q "0 failures" $B/lr.out && [ $rc = 0 ] && [ "$f" -ge 20000 ]
-  result $? "a nonblocking job rung as the resident kernel stops still runs while its rank waits in host MPI: $(grep '^lingerrace' $B/lr.out), $f calls on fused"
-  [ $rc = 0 ] || grep -v '^\[' $B/lr.out | head -8
-fi
-
-# kernels compiled ahead of time (as CMake does where nvcc exists) are
-# loaded from collmux-kernels/ beside the library instead of NVRTC
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-mkdir -p $B/aot/collmux-kernels && cp "$LIB" $B/aot/
-cat fused/abi.h fused/kernels.cu fused/ops.cu > $B/aot/k.cu # the module, as fused.Source joins it
-$CUDA/bin/nvcc -cubin -std=c++17 -arch=sm_$arch -o $B/aot/collmux-kernels/sm_$arch-$(sha256sum $B/aot/k.cu | cut -c1-24).cubin $B/aot/k.cu
-run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE "${MPSX[@]}" -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
-grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
-result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
-
-if [ "$RANKS" -ge 2 ]; then
-  timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
-  rc=$?
-  cat $B/mm | grep -v '^\[' | head -8
-  [ $rc != 0 ] && [ $rc != 124 ] && grep -q "disagree on the memory kind" $B/mm
-  result $? "COLLMUX_CHECK names the ranks that pass host and device buffers (exit $rc, no hang)"
-fi
-
-# FAULTS=0: the watchdog and fault-injection cases left out (ONLY=faults runs them alone)
-[ "${FAULTS:-1}" = 1 ] && faults_suite
-
-run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/py.json python3 tests/py/mpi4py_cupy.py > $B/py 2>&1
-grep -q "0 failures" $B/py; result $? "mpi4py + CuPy/PyTorch device arrays: $(grep mpi4py_cupy $B/py)"
-py_backend=nccl; shared $RANKS && py_backend=fused
-[ "$(calls $B/py.json $py_backend)" -gt 0 ]; result $? "mpi4py device calls went to $py_backend"
-grep -q "0 failures" $B/py || tail -30 $B/py
-run "$RANKS" "${X[@]}" -x COLLMUX_STATS=$B/pynb.json python3 tests/py/mpi4py_cupy_nb.py > $B/pynb 2>&1
-grep -q "0 failures" $B/pynb; result $? "mpi4py + CuPy/PyTorch: nonblocking, persistent and point-to-point calls on device arrays, MPIX_Query_cuda_support: $(grep mpi4py_cupy_nb $B/pynb)"
-grep -q "0 failures" $B/pynb || tail -30 $B/pynb
-[ "$(calls $B/pynb.json staged)" -gt 0 ]; result $? "mpi4py point-to-point device calls went through collmux (staged)"
-
-fi
 echo "summary: $PASS passed, $FAIL failed" | tee -a "$OUT/gpu-tests.txt"
 
 # BENCH=1 (default): every benchmark; BENCH=nb: only gpu_nb (the calls
