@@ -421,7 +421,7 @@ static int stopped(struct cmx_fused *f)
  * either taken by it or seen here. 0 when the launch failed. */
 static int revive(struct cmx_fused *f)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	cmx_device_fence();
 	pthread_mutex_lock(&f->mu);
 	const int s = stopped(f);
 	int ok = s >= 0;

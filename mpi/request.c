@@ -117,13 +117,19 @@ static void progress_orphans(int wait);
  * holds requests of carries an attribute whose delete callback, run as
  * the communicator is freed, says so to those requests (e->comm 0): their
  * failures then return the error without calling a handler. */
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER; /* two threads setting it: the second set would "delete" the first */
+static unsigned comm_frees; /* communicators freed (changed under mu), for completion calls running meanwhile (raise_failures) */
+
 static void watch_comm(cmx_h comm)
 {
 	void *v;
 	int flag = 1;
-	if (comm && comm != cmx_abi.comm_null && cmx_state.mpi_set && cmx_state.req_keyval_ok &&
-	    cmx_px.Comm_get_attr(comm, cmx_state.req_keyval, &v, &flag) == 0 && !flag)
+	if (!comm || comm == cmx_abi.comm_null || !cmx_state.mpi_set || !cmx_state.req_keyval_ok)
+		return;
+	pthread_mutex_lock(&watch_mu);
+	if (cmx_px.Comm_get_attr(comm, cmx_state.req_keyval, &v, &flag) == 0 && !flag)
 		cmx_px.Comm_set_attr(comm, cmx_state.req_keyval, NULL);
+	pthread_mutex_unlock(&watch_mu);
 }
 
 int cmx_req_comm_freed(cmx_h comm, int keyval, void *val, void *extra)
@@ -131,6 +137,7 @@ int cmx_req_comm_freed(cmx_h comm, int keyval, void *val, void *extra)
 	(void)keyval, (void)val, (void)extra;
 	comm = cmx_norm(comm);
 	pthread_mutex_lock(&mu);
+	__atomic_fetch_add(&comm_frees, 1, __ATOMIC_RELAXED);
 	for (int b = 0; b < NBUCKET; b++)
 		for (cmx_req *e = bucket[b]; e; e = e->next)
 			if (e->comm == comm)
@@ -437,7 +444,8 @@ static char *status_of(int op, const call *c, char *st, int i)
  * it has done all that for its own requests and called a handler. */
 typedef struct {
 	int n, code;
-	cmx_h comm;
+	cmx_h comm;      /* the first failed request's with a communicator not freed */
+	unsigned frees;  /* comm_frees as the call claimed its requests */
 } failures;
 
 static int many(int op) { return op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL || op == CMX_REQ_WAITSOME || op == CMX_REQ_TESTSOME; }
@@ -447,8 +455,10 @@ static void set_error(char *status, int code) { memcpy(status + cmx_abi.status_e
 /* request i of the call, finished with error code r */
 static void failed(failures *f, int op, const call *c, char *st, int mpi_rc, int i, const cmx_req *e, int r)
 {
+	if (!f->comm)
+		f->comm = e->comm;
 	if (!f->n++) {
-		f->code = r, f->comm = e->comm;
+		f->code = r;
 		if (many(op) && mpi_rc == 0 && st && st != cmx_abi.status_ignore) {
 			const int k = op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL ? c->n : *c->outcount;
 			for (int j = 0; j < k; j++)
@@ -465,7 +475,11 @@ static int raise_failures(const failures *f, int op, int mpi_rc)
 	if (!f->n || mpi_rc)
 		return mpi_rc;
 	const int code = many(op) ? cmx_abi.err_in_status : f->code;
-	return f->comm ? cmx_error(f->comm, code) : code; /* 0: the communicator was freed (watch_comm) */
+	/* none where the communicator was freed (watch_comm), or may have
+	 * been: one freed during this call went unseen by the requests it had
+	 * taken out of the table */
+	const int freed = !f->comm || __atomic_load_n(&comm_frees, __ATOMIC_RELAXED) != f->frees;
+	return freed ? code : cmx_error(f->comm, code);
 }
 
 #define DEVICE_SPINS 64 /* device polls between two MPI tests while a completion call waits */
@@ -492,6 +506,7 @@ static int complete(int op, call *c)
 	if (!ent || !work || !sub || !was_active)
 		goto out;
 	pthread_mutex_lock(&mu);
+	f.frees = __atomic_load_n(&comm_frees, __ATOMIC_RELAXED);
 	for (int i = 0; i < n; i++) {
 		cmx_h h = cmx_req_get(cmx_req_at(c->reqs, i));
 		cmx_req *e = is_null(h) ? NULL : find_locked(h);

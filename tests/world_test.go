@@ -161,7 +161,7 @@ func TestWorldABIConstants(t *testing.T) {
 	want := map[string]int64{}
 	optional := map[string]bool{}
 	var src strings.Builder
-	src.WriteString("#include <mpi.h>\n#include <stdint.h>\n#include <stdio.h>\n" +
+	src.WriteString("#include <mpi.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n" +
 		"#define P(x) printf(\"%s %lld\\n\", #x, (long long)(intptr_t)(x))\nint main(void)\n{\n")
 	handle := func(name string, v uint32) {
 		want[name], optional[name] = int64(v), true
@@ -180,7 +180,8 @@ func TestWorldABIConstants(t *testing.T) {
 		{"MPI_IN_PLACE", c.InPlace}, {"MPI_COMM_WORLD", int64(c.CommWorld)}, {"MPI_COMM_SELF", int64(c.CommSelf)},
 		{"MPI_COMM_NULL", int64(c.CommNull)}, {"MPI_DATATYPE_NULL", int64(c.DatatypeNull)}, {"MPI_OP_NULL", int64(c.OpNull)},
 		{"MPI_INFO_NULL", int64(c.InfoNull)}, {"MPI_ROOT", int64(c.Root)}, {"MPI_PROC_NULL", int64(c.ProcNull)},
-		{"MPI_ERR_OTHER", int64(c.ErrOther)}, {"MPI_REQUEST_NULL", int64(c.RequestNull)},
+		{"MPI_ERR_OTHER", int64(c.ErrOther)}, {"MPI_ERR_IN_STATUS", int64(c.ErrInStatus)},
+		{"offsetof(MPI_Status,MPI_ERROR)", int64(c.StatusError)}, {"MPI_REQUEST_NULL", int64(c.RequestNull)},
 		{"MPI_STATUS_IGNORE", c.StatusIgnore}, {"MPI_STATUSES_IGNORE", c.StatusIgnore}, {"sizeof(MPI_Status)", int64(c.StatusSize)},
 		{"MPI_CART", int64(c.Cart)}, {"MPI_GRAPH", int64(c.Graph)}, {"MPI_DIST_GRAPH", int64(c.DistGraph)},
 		{"MPI_THREAD_MULTIPLE", int64(c.ThreadMultiple)},

@@ -616,6 +616,20 @@ static inline void cmx_cpu_relax(void)
 #endif
 }
 
+/* A full fence against a device's view of host memory: this thread's
+ * stores before it are seen by the device before its loads after it are
+ * made. x86's mfence (a sequentially consistent fence) orders them for
+ * every observer; arm64's such fence (dmb ish) orders them for the CPUs'
+ * domain alone, so there it is dmb osh, as Linux's dma_mb. */
+static inline void cmx_device_fence(void)
+{
+#if defined(__aarch64__)
+	__asm__ volatile("dmb osh" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 /* ---- backends ---- */
 /* Each returns 1 and sets *rc when it ran the call, 0 when it declines it
  * (the dispatcher then tries the next path). */
