@@ -251,7 +251,9 @@ func TestUnstageableCallFails(t *testing.T) {
 // A device request whose work fails (its data cannot reach the device:
 // the stand-in fails every copy there of 4004 bytes) reports the failure
 // as MPI reports a failed request (reqerr): an error of class
-// MPI_ERR_OTHER from MPI_Wait, MPI_ERR_IN_STATUS from MPI_Waitall and
+// MPI_ERR_OTHER from MPI_Wait and MPI_Waitany (with the failed request's
+// index), and from MPI_Request_get_status and the MPI_Wait after it (which
+// got 0 before), MPI_ERR_IN_STATUS from MPI_Waitall and
 // MPI_Testsome with the error in that request's MPI_ERROR and
 // MPI_SUCCESS in the others', the communicator's error handler called
 // once with what the call returns, a persistent call failing at each

@@ -4,14 +4,16 @@
  * told to fail every copy to the device of FAIL bytes
  * (FAKECUDA_FAIL_TO_DEVICE=4004), so that the data of each receive and
  * collective below of N ints cannot reach the device: MPI_Wait returns
- * an error of class MPI_ERR_OTHER; MPI_Waitall and MPI_Testsome return
- * MPI_ERR_IN_STATUS with that error in the failed request's MPI_ERROR
- * and MPI_SUCCESS in the others' (whose data arrive); the communicator's
- * error handler is called once per call, with the code the call returns;
- * a persistent call fails at every start and can be started again; a
- * request of N + 1 ints does not fail; a receive whose communicator was
- * freed before it completed fails without a handler called. Built with -DCOLLTEST_CUDA
- * against the stand-in. Prints "reqerr: 2 ranks, F failures".
+ * an error of class MPI_ERR_OTHER, as do MPI_Waitany (with the failed
+ * request's index) and MPI_Request_get_status (and the MPI_Wait after
+ * it); MPI_Waitall and MPI_Testsome return MPI_ERR_IN_STATUS with that
+ * error in the failed request's MPI_ERROR and MPI_SUCCESS in the others'
+ * (whose data arrive); the communicator's error handler is called once
+ * per call, with the code the call returns; a persistent call fails at
+ * every start and can be started again; a request of N + 1 ints does not
+ * fail; a receive whose communicator was freed before it completed fails
+ * without a handler called. Built with -DCOLLTEST_CUDA against the
+ * stand-in. Prints "reqerr: 2 ranks, F failures".
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -137,9 +139,44 @@ int main(int argc, char **argv)
 				}
 		}
 
+	/* MPI_Waitany returns the failed request's error with its index;
+	 * MPI_Request_get_status reports the failure (and leaves the request
+	 * to the MPI_Wait after it, which reports it again) */
+	int rc;
+	if (rank == 0) {
+		MPI_Irecv(dev2, N + 1, MPI_INT, peer, 5, comm, &r[0]);
+		MPI_Irecv(dev, N, MPI_INT, peer, 6, comm, &r[1]);
+		int idx = -1, got = 0;
+		for (int k = 0; k < 2; k++) {
+			rc = MPI_Waitany(2, r, &idx, &st[0]);
+			if (idx == 1) {
+				CHECK(class_of(rc) == MPI_ERR_OTHER, "Waitany: the failed request %d returned %d", idx, rc);
+				handled("Waitany", rc);
+			} else {
+				CHECK(rc == MPI_SUCCESS && idx == 0 && st[0].MPI_SOURCE == peer, "Waitany: request %d returned %d", idx, rc);
+			}
+			got |= 1 << idx;
+		}
+		CHECK(got == 3 && r[0] == MPI_REQUEST_NULL && r[1] == MPI_REQUEST_NULL, "Waitany completed requests %#x", got);
+		MPI_Irecv(dev, N, MPI_INT, peer, 7, comm, &r[0]);
+		int flag = 0;
+		do
+			rc = MPI_Request_get_status(r[0], &flag, &st[0]);
+		while (!flag && rc == MPI_SUCCESS);
+		CHECK(flag && class_of(rc) == MPI_ERR_OTHER && r[0] != MPI_REQUEST_NULL, "Request_get_status: flag %d, returned %d", flag, rc);
+		handled("Request_get_status", rc);
+		rc = MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+		CHECK(class_of(rc) == MPI_ERR_OTHER && r[0] == MPI_REQUEST_NULL, "Wait after Request_get_status returned %d", rc);
+		handled("Wait after Request_get_status", rc);
+	} else {
+		MPI_Send(host, N + 1, MPI_INT, peer, 5, comm);
+		MPI_Send(host, N, MPI_INT, peer, 6, comm);
+		MPI_Send(host, N, MPI_INT, peer, 7, comm);
+	}
+
 	/* a nonblocking all-reduce of N ints fails on every rank; of N + 1, not */
 	CUDA_OK(cudaMemcpy(dev2, host, (N + 1) * sizeof(int), cudaMemcpyHostToDevice));
-	int rc = MPI_Iallreduce(dev2, dev, N, MPI_INT, MPI_SUM, comm, &r[0]);
+	rc = MPI_Iallreduce(dev2, dev, N, MPI_INT, MPI_SUM, comm, &r[0]);
 	CHECK(rc == MPI_SUCCESS, "Iallreduce of %d ints returned %d", N, rc);
 	rc = MPI_Wait(&r[0], MPI_STATUS_IGNORE);
 	CHECK(class_of(rc) == MPI_ERR_OTHER, "Iallreduce of %d ints: Wait returned %d", N, rc);
