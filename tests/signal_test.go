@@ -41,6 +41,7 @@ func exitStatus(err error) string {
 // it installs as the library loads, must not take the fault or hide the
 // handlers from the MPI (Open MPI installs its own only where none is).
 func TestFaultsReachNativeHandlers(t *testing.T) {
+	const hydraHangup = "EXIT STRING: Hangup (signal 1)"
 	cases := []struct{ when, kind string }{
 		{"none", "segv"},
 		{"before", "segv"},
@@ -69,6 +70,14 @@ func TestFaultsReachNativeHandlers(t *testing.T) {
 					go func() { // Open MPI takes two seconds over a failed job: run them side by side
 						defer wg.Done()
 						stdout, stderr, err := run(t, m, 1, v.env, prog, c.when, c.kind)
+						// Hydra (MPICH's launcher), loaded, now and then
+						// reports a rank that left with _exit(42) from its
+						// handler as ended by SIGHUP, natively as often as
+						// under collmux (about 1 run in 150 of three side by
+						// side): such a run is made again, twice at most
+						for again := 0; again < 2 && strings.Contains(stdout+stderr, hydraHangup); again++ {
+							stdout, stderr, err = run(t, m, 1, v.env, prog, c.when, c.kind)
+						}
 						out := stdout + stderr
 						outputs[i] = out
 						reports[i] = faultReport{
