@@ -531,7 +531,7 @@ static int complete(int op, call *c)
 	pthread_mutex_unlock(&mu);
 	void *st = c->statuses;
 	if (need_status && st == cmx_abi.status_ignore) {
-		int k = op == CMX_REQ_WAITALL || op == CMX_REQ_TESTALL || op == CMX_REQ_WAITSOME || op == CMX_REQ_TESTSOME ? n : 1;
+		int k = many(op) ? n : 1;
 		if (!(st = own_st = calloc((size_t)(k > 0 ? k : 1), (size_t)cmx_abi.status_size)))
 			goto out;
 	}

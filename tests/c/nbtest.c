@@ -791,10 +791,6 @@ static void pers_init(struct pers *P, int p)
 	CHECK(!P->persistent || P->req != MPI_REQUEST_NULL, "persistent %s: no request", pname[p]);
 }
 
-/* A persistent call's count and displacement arrays, freed (after being
- * overwritten) once the init has returned, as mpi4py does with the arrays
- * it narrows MPI_Allgatherv_init_c's into: MPIs copy them at the init,
- * and every start must still use what the init was given. */
 /* Nonblocking and persistent calls do not wait for their peers. Rank 0
  * starts NWAIT all-reduces (on the fused path each job queued behind the
  * last; fewer than its doorbell holds) and only then receives from the
@@ -856,6 +852,10 @@ static void test_no_wait(void)
 	FREE(in), FREE(out);
 }
 
+/* A persistent call's count and displacement arrays, freed (after being
+ * overwritten) once the init has returned, as mpi4py does with the arrays
+ * it narrows MPI_Allgatherv_init_c's into: MPIs copy them at the init,
+ * and every start must still use what the init was given. */
 static void test_persistent_arrays(void)
 {
 	if (!p_allgatherv_init)

@@ -20,19 +20,11 @@
 #include <stdio.h>
 
 #include "../gpu/gpu_common.h"
+#include "testlib.h"
 
 #define N 1001 /* ints: 4004 bytes, the size whose copies fail */
 
-static int failures, calls, last_code;
-
-#define CHECK(cond, ...)                                           \
-	do {                                                       \
-		if (!(cond)) {                                     \
-			failures++;                                \
-			fprintf(stderr, "reqerr: " __VA_ARGS__); \
-			fputc('\n', stderr);                       \
-		}                                                  \
-	} while (0)
+static int calls, last_code;
 
 static void on_error(MPI_Comm *comm, int *code, ...)
 {
@@ -56,7 +48,6 @@ static void handled(const char *what, int code)
 
 int main(int argc, char **argv)
 {
-	int rank, size;
 	MPI_Comm comm;
 	MPI_Errhandler eh;
 	gpu_mpi_start(&argc, &argv, &rank, &size);
