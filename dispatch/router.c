@@ -510,6 +510,32 @@ static int complex_parts(const cmx_args *a, cmx_args *b)
 	return 1;
 }
 
+/* The steps of routing that a device call and a persistent init share.
+ * device_shape: the backend a call on device memory is left to by its
+ * arguments (vet; -1: none); unless that is MPI, its moves are decoded
+ * and, a complex sum, *a becomes its parts (in *parts). route: the
+ * backend and rule (-1: none) the routes give a call of `bytes` on
+ * intracommunicator c; a call of no bytes (a size every rank shares) is
+ * MPI's on every rank, whatever its buffers, of which one rank's may be
+ * NULL (an empty tensor's) while its peers' are device pointers. */
+static int device_shape(const cmx_comm *c, cmx_args **a, cmx_args *parts)
+{
+	const int must = vet(*a, c);
+	if (must != CMX_BACKEND_MPI) {
+		decode_moves(*a);
+		if (complex_parts(*a, parts))
+			*a = parts; /* routed and run as parts; the caller keeps its own */
+	}
+	return must;
+}
+
+static int route(const cmx_comm *c, const cmx_args *a, uint64_t bytes, int *rule)
+{
+	const cmx_route *r = bytes ? pick(c, a, bytes) : NULL;
+	*rule = r ? r->rule : -1;
+	return r ? r->backend : CMX_BACKEND_MPI;
+}
+
 static int start(cmx_args *a);
 
 /* A persistent call's initialization is nonlocal (MPI-4.1, section 6.13:
@@ -520,14 +546,11 @@ static int start(cmx_args *a);
  * route, and the paths' states. */
 static void prepare(cmx_comm *c, const cmx_args *a)
 {
-	if (vet(a, c) >= 0) /* MPI or the staged path: nothing to set up */
+	cmx_args d = *a, parts, *p = &d;
+	int rule;
+	if (device_shape(c, &p, &parts) >= 0) /* MPI or the staged path: nothing to set up */
 		return;
-	cmx_args d = *a, parts;
-	decode_moves(&d);
-	const cmx_args *p = complex_parts(&d, &parts) ? &parts : &d;
-	const uint64_t bytes = route_bytes(p, c);
-	const cmx_route *r = pick(c, p, bytes);
-	const int b = r && bytes ? r->backend : CMX_BACKEND_MPI; /* of no bytes: MPI's on every rank, whatever the buffers */
+	const int b = route(c, p, route_bytes(p, c), &rule);
 	const void *buf = a->used[1] ? a->rbuf : a->sbuf;
 	if (b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED)
 		cmx_fused_ready(c, buf);
@@ -558,23 +581,13 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	}
 	int must = -1; /* the backend the call's arguments leave it to */
 	cmx_args parts;
-	if (c && !cmx_host_readable(a->mem)) {
-		if ((must = vet(a, c)) == CMX_BACKEND_MPI)
-			return run(c, a, CMX_BACKEND_MPI, used);
-		decode_moves(a);
-		if (complex_parts(a, &parts))
-			a = &parts; /* routed and run as parts; the caller keeps its own */
-	}
+	if (c && !cmx_host_readable(a->mem) && (must = device_shape(c, &a, &parts)) == CMX_BACKEND_MPI)
+		return run(c, a, CMX_BACKEND_MPI, used);
 	if (c && !c->inter) {
 		*bytes = route_bytes(a, c);
-		const cmx_route *r = pick(c, a, *bytes);
-		if (r)
-			*backend = r->backend, *rule = r->rule;
-		/* nothing moves (a size every rank shares): MPI on every rank,
-		 * whatever the buffers, of which one rank's may be NULL (an empty
-		 * tensor's) while its peers' are device pointers */
-		if (*bytes == 0)
-			*backend = CMX_BACKEND_MPI, *rule = -1, must = -1;
+		*backend = route(c, a, *bytes, rule);
+		if (*bytes == 0) /* MPI's on every rank, whatever the arguments leave it to */
+			must = -1;
 		if (cmx_cfg.check && must < 0 && (rc = check(a, c, check_bytes(a, c, *bytes))) != 0) /* staged: MPI judges the call */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {

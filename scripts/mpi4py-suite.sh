@@ -8,7 +8,8 @@
 #
 # Open MPI's mpirun (MPIRUN, default mpirun.openmpi): each rank's output
 # goes to a file of its own (--output-filename). NP (default "1 2 3 4"):
-# the rank counts. RUNTESTS: arguments for
+# the rank counts. LIMIT: seconds a run may take (default 900; the rest
+# of a run cut short is missing from its verdicts). RUNTESTS: arguments for
 # runtests.py besides -v (default: leave out spawn and dynamic process
 # tests, which start processes the preload does not reach). NATIVE=0: no
 # native run, and the verdicts must then all be ok, skipped or expected
@@ -88,7 +89,7 @@ for np in ${NP:-1 2 3 4}; do
     pre=()
     [ $w = collmux ] && pre=("${X[@]}")
     rm -rf "$OUT/$w.$np"
-    timeout 900 $MPIRUN --oversubscribe -np "$np" --output-filename "$OUT/$w.$np" "${pre[@]}" \
+    timeout "${LIMIT:-900}" $MPIRUN --oversubscribe -np "$np" --output-filename "$OUT/$w.$np" "${pre[@]}" \
       "$PYTHON" "$TESTS/runtests.py" -v "${ARGS[@]}" > /dev/null 2>&1
     rc[$w]=$?
     verdicts "$OUT/$w.$np" "$np"
