@@ -247,6 +247,101 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
 	return CMX_MEM_MIXED;
 }
 
+/* The ranks of one call may pass different kinds of memory where a rank
+ * can have nothing to send or receive while its peers do: a leaf of a
+ * gatherv (scatterv) giving (taking) no elements, a rank of an
+ * alltoallv or alltoallw exchanging none, a graph neighbourhood's rank without
+ * neighbours. Such a rank's empty buffers say nothing of where the
+ * program's data lives (CuPy and PyTorch pass NULL for them), so its own
+ * kind is not its peers'; if it took the MPI while they took a GPU path,
+ * or set one up, the ranks would wait for each other (mpi4py's suite hung
+ * there) or MPI would match a stray message later. Every other call's
+ * ranks share its size, and a size of 0 sends all of them to MPI; so do
+ * a Cartesian neighbourhood's all-gather and all-to-all, whose counts are
+ * one per rank: a rank with nothing to exchange there has neighbours with
+ * nothing to exchange (the grid is connected), so none has any, and
+ * kinds_agreed sends each to MPI. A communicator of one rank has no peer
+ * to differ from. */
+static int kinds_may_differ(const cmx_args *a, const cmx_comm *c)
+{
+	const unsigned f = cmx_families[a->coll].flags;
+	if (c->inter || c->size == 1 || !(f & CMX_FAM_UNEVEN))
+		return 0;
+	if (a->coll != CMX_COLL_NEIGHBOR_ALLGATHER && a->coll != CMX_COLL_NEIGHBOR_ALLTOALL)
+		return 1;
+	int topo = -1;
+	return cmx_px.Topo_test(a->comm, &topo) != 0 || topo != cmx_abi.cart;
+}
+
+/* The backends that run on the GPU for every rank at once (and set up
+ * collectively), as opposed to the MPI and the staged path over it. */
+static int gpu_path(int b) { return b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED || b == CMX_BACKEND_NCCL; }
+
+/* Whether side w of a call holds no bytes on this rank (nin, nout: its
+ * peers on each side): no count, or a count of elements whose size is
+ * known to be 0; a derived datatype's unknown size counts as bytes. */
+static int side_empty(const cmx_args *a, const cmx_comm *c, int w, int nin, int nout)
+{
+	if (!a->used[w])
+		return 1;
+	const int n = w ? nin : nout;
+	const void *counts = w ? a->rcounts : a->scounts;
+	const int64_t cnt = cmx_side_count(a, w, n, c->rank);
+	if (cnt == 0 || (cnt < 0 && cmx_count_sum(counts, n, a->large) == 0))
+		return 1;
+	return side_bytes(a, c, w, n, 0) == 0;
+}
+
+/* The memory kind a call whose ranks' kinds may differ (kinds_may_differ,
+ * or a Cartesian neighbourhood's) takes here. A rank takes the MPI, or a
+ * path that is MPI underneath (staged), unless every rank knows that
+ * every rank takes the GPU path. On a communicator whose ranks have
+ * already made a device call together (devup, which every rank holds
+ * alike), a blocking call, or a persistent call's initialization (which
+ * may wait for its peers), agrees on it, where a GPU path could take it
+ * (gatherv, scatterv, alltoallv; NCCL's neighbourhoods are Cartesian
+ * ones): each rank says whether its buffers that hold bytes are on the
+ * device and whether any are the MPI's to read (host, managed). With
+ * device data alone anywhere, every rank takes the device kind, those
+ * without bytes too; with both, the device ranks are staged (*stage).
+ * Elsewhere nothing is agreed: a rank without bytes takes the MPI and the
+ * device ranks are staged (nonblocking calls too, whose start must not
+ * wait for the peers). *agreed: 0, or 1 plus whether any rank has device
+ * data. -1 where the agreement failed. */
+static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes, int differ);
+
+static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *agreed, int *stage, int *rc)
+{
+	int nin = c->size, nout = c->size, kind = -1, empty = 1;
+	*agreed = *stage = *rc = 0;
+	if ((cmx_families[a->coll].flags & CMX_FAM_NEIGHBORS) && cmx_peers(a, &nin, &nout) != 0)
+		return a->mem; /* no topology: MPI's error */
+	for (int w = 0; w < 2; w++)
+		if (!side_empty(a, c, w, nin, nout)) {
+			const int k = side_kind(a, c, w);
+			empty = 0;
+			if (k >= 0)
+				kind = kind < 0 || kind == k ? k : CMX_MEM_MIXED;
+		}
+	const int mine = empty ? CMX_MEM_HOST : kind < 0 ? a->mem : kind;
+	const int gpu_may = a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV;
+	if (!differ || !c->devup || !gpu_may || a->form == CMX_FORM_NONBLOCKING) {
+		*stage = differ;
+		return mine;
+	}
+	/* (MIXED: device memory on one side, host or managed on the other) */
+	int flags[2] = {mine == CMX_MEM_DEVICE || mine == CMX_MEM_MIXED, !empty && mine != CMX_MEM_DEVICE}, all[2];
+	if (cmx_cfg.check && (*rc = check(a, c, UINT64_MAX, 1)) != 0) /* COLLMUX_CHECK's own exchange first: a peer in another collective makes it too */
+		return mine;
+	if (cmx_px.Allreduce(flags, all, 2, cmx_abi.int_, cmx_abi.op_max, c->handle) != 0) {
+		*rc = cmx_error(a->comm, cmx_abi.err_other);
+		return mine;
+	}
+	*agreed = 1 + all[0];
+	*stage = all[0] && all[1];
+	return all[0] && !all[1] ? CMX_MEM_DEVICE : mine;
+}
+
 /* Size used to route a call. It must be the same on every rank, so the
  * collectives whose sizes differ between ranks are routed as the largest. */
 static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
@@ -314,13 +409,14 @@ static void explain(const cmx_args *a, uint64_t bytes, int backend, int rule, in
 enum { FP_COLL, FP_MEM, FP_ROOT, FP_OP, FP_BYTES, FP_N };
 static const char *const fp_names[FP_N] = {"collective", "memory kind (0 host, 1 cuda, 2 managed, 3 mixed)", "root", "op", "message size"};
 
-static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes)
+static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes, int differ)
 {
 	/* bytes is the routing size: UINT64_MAX where ranks may differ or the
 	 * size is not known yet */
 	/* (a call of no bytes goes to MPI whatever its memory, which may be a
-	 * NULL pointer on one rank and device memory on the others) */
-	int mine[FP_N] = {a->coll, bytes == 0 ? -1 : a->mem, a->root, a->op ? a->opk : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
+	 * NULL pointer on one rank and device memory on the others; where
+	 * the ranks' kinds may differ, kinds_agreed has made them fit) */
+	int mine[FP_N] = {a->coll, bytes == 0 || differ ? -1 : a->mem, a->root, a->op ? a->opk : -1, bytes == UINT64_MAX ? -1 : (int)bytes};
 	int *all = malloc(sizeof(int) * FP_N * (size_t)c->size);
 	if (!all || cmx_px.Allgather(mine, FP_N, cmx_abi.int_, all, FP_N, cmx_abi.int_, c->handle) != 0) {
 		free(all);
@@ -544,17 +640,17 @@ static int start(cmx_args *a);
  * rather than at the first start, which would wait there for every rank.
  * Every rank decides from what it shares with its peers: the call's
  * route, and the paths' states. */
-static void prepare(cmx_comm *c, const cmx_args *a)
+static void prepare(cmx_comm *c, const cmx_args *a, int differ)
 {
 	cmx_args d = *a, parts, *p = &d;
 	int rule;
-	if (device_shape(c, &p, &parts) >= 0) /* MPI or the staged path: nothing to set up */
+	if (differ || device_shape(c, &p, &parts) >= 0) /* staged at every start (kinds_agreed), MPI or staged: nothing to set up */
 		return;
 	const int b = route(c, p, route_bytes(p, c), &rule);
 	const void *buf = a->used[1] ? a->rbuf : a->sbuf;
 	if (b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED)
 		cmx_fused_ready(c, buf);
-	if (b == CMX_BACKEND_COPY || b == CMX_BACKEND_FUSED || b == CMX_BACKEND_NCCL)
+	if (gpu_path(b))
 		cmx_nccl_ready(c, buf);
 }
 
@@ -571,12 +667,20 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		refresh_routes(c);
 	decode(a, c);
 	a->mem = call_mem(a, c);
-	if (a->form == CMX_FORM_PERSISTENT) { /* of no bytes, the MPI's on every rank, as below */
-		const int mpi = cmx_pmpi[a->fn] && (a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
+	/* kinds_agreed: differ, agreed (2: some rank has device data), stage */
+	int differ = 0, agreed = 0, stage = 0;
+	if (c && !c->inter && (cmx_families[a->coll].flags & CMX_FAM_UNEVEN) && cmx_cuda_up) { /* (devup implies CUDA up) */
+		differ = kinds_may_differ(a, c);
+		a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &rc);
+		if (rc != 0)
+			return rc;
+	}
+	if (a->form == CMX_FORM_PERSISTENT) { /* of no bytes, the MPI's on every rank, as below; agreed on device data: collmux's on every rank */
+		const int mpi = cmx_pmpi[a->fn] && agreed != 2 && (a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
 		if (mpi)
 			return cmx_forward(a);
 		if (c && !c->inter && a->mem == CMX_MEM_DEVICE)
-			prepare(c, a);
+			prepare(c, a, differ);
 		return cmx_req_persistent(a, start);
 	}
 	int must = -1; /* the backend the call's arguments leave it to */
@@ -588,13 +692,17 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		*backend = route(c, a, *bytes, rule);
 		if (*bytes == 0) /* MPI's on every rank, whatever the arguments leave it to */
 			must = -1;
-		if (cmx_cfg.check && must < 0 && (rc = check(a, c, check_bytes(a, c, *bytes))) != 0) /* staged: MPI judges the call */
+		if (cmx_cfg.check && must < 0 && !agreed && (rc = check(a, c, check_bytes(a, c, *bytes), differ)) != 0) /* staged: MPI judges the call; agreed: checked */
 			return rc;
 	} else if (c && !cmx_host_readable(a->mem)) {
 		*backend = CMX_BACKEND_STAGED; /* an intercommunicator: no GPU path spans two groups */
 	}
 	if (must >= 0)
 		*backend = must, *rule = -1;
+	if (stage && gpu_path(*backend))
+		*backend = CMX_BACKEND_STAGED, *rule = -1; /* MPI underneath, as a peer without bytes has it */
+	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && *bytes != 0 && !stage)
+		c->devup = 1; /* a device call every rank makes alike (kinds_agreed) */
 	/* the device backends move bytes: a datatype that does not move as
 	 * bytes on this rank is packed, not declined, or this rank would be
 	 * staged while its peers, passing the same signature in basic
@@ -602,8 +710,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	 * agreed, but the fused path it falls back to decides alone) */
 	cmx_args b;
 	cmx_packed *rp = NULL;
-	const int bytes_only = *backend == CMX_BACKEND_COPY || *backend == CMX_BACKEND_FUSED || *backend == CMX_BACKEND_NCCL;
-	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && bytes_only) {
+	if (c && !c->inter && a->mem == CMX_MEM_DEVICE && gpu_path(*backend)) {
 		const int packed = cmx_repack(c, a, &b, &rp);
 		if (packed < 0)
 			return cmx_error(a->comm, cmx_abi.err_other);

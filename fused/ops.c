@@ -216,6 +216,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		return c->ops_state = -1, "the ops workspaces could not be mapped by every rank";
 	o->cap = cap, o->seq = 0; /* zeroed flags: numbering starts again */
 	c->ops_state = 1;
+	c->devup = 1; /* every rank mapped device workspaces together: the router's agreements may start (dispatch/router.c, kinds_agreed) */
 	return NULL;
 }
 

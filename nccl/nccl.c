@@ -412,7 +412,7 @@ static int enqueue(cmx_comm *c, const cmx_args *a)
 		for (int j = 0; j < n; j++) {
 			size_t d = a->coll == CMX_COLL_ALLTOALL ? (size_t)j * a->rcount : (size_t)cmx_at(a->rdispls, j, L);
 			size_t k = a->coll == CMX_COLL_ALLTOALL ? (size_t)a->rcount : (size_t)cmx_at(a->rcounts, j, L);
-			if ((d + k) * rs > span)
+			if (k && (d + k) * rs > span) /* an empty block's displacement is anything */
 				span = (d + k) * rs;
 		}
 		char *tmp = scratch(c, span + 1);

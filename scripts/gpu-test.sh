@@ -8,7 +8,7 @@
 # ONLY="PART ...": those parts alone, of overlap (the copy-engine and
 # overlap cases), ops (the fused operations), coll (colltest on every
 # path), requests (nonblocking, persistent, point-to-point, neighbourhood
-# calls, mixed datatypes), kernel (the resident kernel's edges, freed
+# calls, mixed datatypes, ranks with nothing to exchange), kernel (the resident kernel's edges, freed
 # communicators, its stop, kernels compiled ahead of time, COLLMUX_CHECK),
 # faults (the watchdogs and fault injection) and py (mpi4py with CuPy and
 # PyTorch), so that a run too long for one call splits into two.
@@ -82,6 +82,7 @@ mpicc -O1 -o $B/nbrtest tests/c/nbrtest.c
 mpicc -O1 -o $B/typemix tests/c/typemix.c
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/typemix_cuda tests/c/typemix.c -L$CUDA/lib64 -lcudart
 mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/nbrtest_cuda tests/c/nbrtest.c -L$CUDA/lib64 -lcudart
+mpicc -O1 -DCOLLTEST_CUDA -I$CUDA/include -o $B/emptyrank_cuda tests/c/emptyrank.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/mismatch tests/gpu/mismatch.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/hang tests/gpu/hang.c -L$CUDA/lib64 -lcudart
 mpicc -I$CUDA/include -o $B/killrank tests/gpu/killrank.c -L$CUDA/lib64 -lcudart -lpthread
@@ -298,6 +299,19 @@ requests_suite() {
     cmp -s $B/nbr.host.$np $B/nbrs.$np && [ $rc = 0 ] && [ -z "$missing" ]
     result $? "nbrtest on device buffers with statistics, $np ranks: same results, every new family on a device backend, Reduce_local on collmux's kernel${missing:+ (not:$missing)}"
     [ $rc = 0 ] || grep -v '^\[' $B/nbrs.$np.err | tail -8
+  done
+
+  # emptyrank: a rank with nothing to exchange passes NULL while its peers
+  # pass device buffers (gatherv, scatterv, alltoallv also nonblocking, a
+  # graph neighbourhood), on a new communicator and after a device
+  # all-reduce, where the ranks agree on the route; COLLMUX_CHECK finds
+  # them in agreement (the first fused call may compile the kernels)
+  for np in $(seq $FIRST "$RANKS"); do
+    run $np "${X[@]}" -x COLLMUX_CHECK=1 $B/emptyrank_cuda > $B/er.$np 2> $B/er.$np.err
+    rc=$?
+    grep -qx "emptyrank: $np ranks, 0 failures" $B/er.$np && [ $rc = 0 ]
+    result $? "emptyrank on device buffers, $np ranks: a rank with nothing to exchange routes with its peers: $(tail -1 $B/er.$np)"
+    [ $rc = 0 ] || grep -v '^\[' $B/er.$np.err | tail -12
   done
 
   # typemix: ranks pass one type signature through different datatypes (a

@@ -248,6 +248,38 @@ func TestUnstageableCallFails(t *testing.T) {
 	}
 }
 
+// A rank with nothing to exchange in a gatherv, scatterv, alltoallv (also
+// nonblocking) or graph neighbourhood call passes NULL, as CuPy and
+// PyTorch do for empty arrays, while its peers pass device buffers
+// (emptyrank): every result is right, on a new communicator and on one
+// whose ranks have run a device all-reduce together; on the latter the
+// empty rank takes the device route with its peers (they agree on it),
+// and a device root with host leaves is staged. COLLMUX_CHECK finds every
+// rank in the same call. Before, the empty rank took the MPI while its
+// peers took a GPU path: on the GPU machine mpi4py's suite hung in the
+// root's NCCL set-up, and here COLLMUX_CHECK stopped the calls as ranks
+// that disagree on the memory kind.
+func TestEmptyRankRoutesWithItsPeers(t *testing.T) {
+	for _, m := range impls(t) {
+		dir := fakeCUDA(t)
+		prog := deviceProgram(t, m, "emptyrank.c", "emptyrank")
+		for _, np := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/np%d", m.name, np), func(t *testing.T) {
+				env, _ := preloaded(t, "LD_LIBRARY_PATH", dir, "COLLMUX_CHECK", "1", "COLLMUX_LOG", "debug")
+				out, errs, err := run(t, m, np, env, prog)
+				if err != nil || !strings.Contains(out, fmt.Sprintf("emptyrank: %d ranks, 0 failures", np)) || strings.Contains(errs, "disagree") {
+					t.Fatalf("%v\n%s\n%s", err, out, errs)
+				}
+				for _, fn := range []string{"gatherv", "scatterv", "alltoallv"} {
+					if !regexp.MustCompile(`(?m)^collmux\[rank 1\]: ` + fn + ` on cuda memory`).MatchString(errs) {
+						t.Errorf("the empty rank never took the device route of its peers for %s:\n%s", fn, errs)
+					}
+				}
+			})
+		}
+	}
+}
+
 // A device request whose work fails (its data cannot reach the device:
 // the stand-in fails every copy there of 4004 bytes) reports the failure
 // as MPI reports a failed request (reqerr): an error of class

@@ -420,6 +420,7 @@ struct cmx_comm {
 	int nodes, rpn;            /* shape, once learnt (0: not yet) */
 	int nvlink;                /* the least NVLink class of its nodes (nvlink.Class); -1: not learnt */
 	int overlap;               /* its collectives run beside computation: COLLMUX_OVERLAP or its collmux_overlap info key, agreed */
+	int devup;                 /* its ranks have made a device call together, alike (dispatch/router.c, kinds_agreed) */
 	struct cmx_copy *copy;     /* the copy engines' state (copy/); NULL until tried */
 	int copy_state;            /* 0 not tried, 1 ready, -1 unusable */
 	struct cmx_ops *ops;       /* fused operations' workspace (fused/ops.c); NULL until the first */
