@@ -299,8 +299,8 @@ static int side_empty(const cmx_args *a, const cmx_comm *c, int w, int nin, int 
  * already made a device call together (devup, which every rank holds
  * alike), a blocking call, or a persistent call's initialization (which
  * may wait for its peers), agrees on it, where a GPU path could take it
- * (gatherv, scatterv, alltoallv; NCCL's neighbourhoods are Cartesian
- * ones): each rank says whether its buffers that hold bytes are on the
+ * (gatherv, scatterv, alltoallv, a Cartesian neighbourhood's v forms;
+ * NCCL runs no other neighbourhood and no alltoallw): each rank says whether its buffers that hold bytes are on the
  * device and whether any are the MPI's to read (host, managed). With
  * device data alone anywhere, every rank takes the device kind, those
  * without bytes too; with both, the device ranks are staged (*stage).
@@ -324,7 +324,10 @@ static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *a
 				kind = kind < 0 || kind == k ? k : CMX_MEM_MIXED;
 		}
 	const int mine = empty ? CMX_MEM_HOST : kind < 0 ? a->mem : kind;
-	const int gpu_may = a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV;
+	int topo = -1;
+	const int nbr_v = a->coll == CMX_COLL_NEIGHBOR_ALLGATHERV || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
+	const int gpu_may = a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV ||
+			    (nbr_v && cmx_px.Topo_test(a->comm, &topo) == 0 && topo == cmx_abi.cart);
 	if (!differ || !c->devup || !gpu_may || a->form == CMX_FORM_NONBLOCKING) {
 		*stage = differ;
 		return mine;
@@ -532,7 +535,9 @@ void cmx_backends_finalize(void)
  * or op, a predefined op on a derived datatype, MINLOC or MAXLOC on a
  * datatype that is not a pair) goes to MPI, whose own checks report it
  * before any buffer is read, and before COLLMUX_CHECK communicates (the
- * peers of an erroneous call may not be in it): returns CMX_BACKEND_MPI.
+ * peers of an erroneous call may not be in it; only a call whose ranks
+ * agree on their memory kinds first, kinds_agreed, communicates before
+ * this): returns CMX_BACKEND_MPI.
  * A predefined op on a predefined datatype that collmux does not know
  * (MPI_C_LONG_DOUBLE_COMPLEX, MPI_2REAL, ...) is for MPI to judge, but
  * MPI itself would read the device buffers: it goes to the staged path,
@@ -669,14 +674,23 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	a->mem = call_mem(a, c);
 	/* kinds_agreed: differ, agreed (2: some rank has device data), stage */
 	int differ = 0, agreed = 0, stage = 0;
-	if (c && !c->inter && (cmx_families[a->coll].flags & CMX_FAM_UNEVEN) && cmx_cuda_up) { /* (devup implies CUDA up) */
+	if (c && !c->inter && (cmx_families[a->coll].flags & CMX_FAM_UNEVEN)) {
 		differ = kinds_may_differ(a, c);
-		a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &rc);
-		if (rc != 0)
-			return rc;
+		if (cmx_cuda_up) { /* (devup implies CUDA up on every rank) */
+			a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &rc);
+			if (rc != 0)
+				return rc;
+		}
 	}
-	if (a->form == CMX_FORM_PERSISTENT) { /* of no bytes, the MPI's on every rank, as below; agreed on device data: collmux's on every rank */
-		const int mpi = cmx_pmpi[a->fn] && agreed != 2 && (a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
+	/* A persistent call: of no bytes, the MPI's on every rank, as below.
+	 * Where the ranks' kinds may differ, the MPI's only where every rank
+	 * agreed that none has device data, else collmux's on every rank: an
+	 * empty rank must not make the MPI's own persistent call while a
+	 * device peer makes collmux's, built on the nonblocking call (MPI-4
+	 * does not match the two; Open MPI's libnbc takes a persistent call's
+	 * tag once, at its init). */
+	if (a->form == CMX_FORM_PERSISTENT) {
+		const int mpi = cmx_pmpi[a->fn] && (differ ? agreed == 1 : a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
 		if (mpi)
 			return cmx_forward(a);
 		if (c && !c->inter && a->mem == CMX_MEM_DEVICE)

@@ -248,10 +248,10 @@ func TestUnstageableCallFails(t *testing.T) {
 	}
 }
 
-// A rank with nothing to exchange in a gatherv, scatterv, alltoallv (also
-// nonblocking) or graph neighbourhood call passes NULL, as CuPy and
-// PyTorch do for empty arrays, while its peers pass device buffers
-// (emptyrank): every result is right, on a new communicator and on one
+// A rank with nothing to exchange in a gatherv (also persistent),
+// scatterv, alltoallv (also nonblocking) or graph neighbourhood call
+// passes NULL, as CuPy and PyTorch do for empty arrays, while its peers
+// pass device buffers (emptyrank): every result is right, on a new communicator and on one
 // whose ranks have run a device all-reduce together; on the latter the
 // empty rank takes the device route with its peers (they agree on it),
 // and a device root with host leaves is staged. COLLMUX_CHECK finds every

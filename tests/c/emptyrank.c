@@ -8,9 +8,9 @@
  * on one whose ranks have already run a device all-reduce together: a
  * gatherv and a scatterv rooted at 0, an alltoallv and its nonblocking
  * form, and a dist-graph neighbour all-gather in which rank 1 has no
- * neighbours. Then, on the second communicator, a persistent gatherv
- * started three times, and a gatherv whose leaves pass host memory while
- * the root passes device memory. Every result is
+ * neighbours, and a persistent gatherv started three times. Then, on the
+ * second communicator, a gatherv whose leaves pass host memory while the
+ * root passes device memory. Every result is
  * checked. Run with -DCOLLTEST_CUDA (the GPU, or the CPU stand-in), on 2
  * or more ranks (7 at most), also under COLLMUX_CHECK=1. Prints
  * "emptyrank: N ranks, F failures".
@@ -208,6 +208,7 @@ int main(int argc, char **argv)
 	MPI_Comm fresh, warm;
 	MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
 	round_of(fresh, "on a new communicator");
+	persistent_gatherv(fresh, "on a new communicator");
 	MPI_Comm_free(&fresh);
 
 	MPI_Comm_dup(MPI_COMM_WORLD, &warm);
