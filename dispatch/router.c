@@ -88,6 +88,7 @@ static void decode(cmx_args *a, const cmx_comm *c)
 {
 	a->role = cmx_role(a, c && c->inter, c ? c->rank : 0);
 	a->opk = cmx_op_info(a->op);
+	a->dclass = 0;
 	for (int w = 0; w < 2; w++) {
 		a->used[w] = cmx_side_used(a, a->role, w);
 		if (!cmx_dtype_info(w ? a->rtype : a->stype, &a->kind[w], &a->size[w]))
@@ -309,11 +310,12 @@ static int side_empty(const cmx_args *a, const cmx_comm *c, int w, int nin, int 
  * wait for the peers). *agreed: 0, or 1 plus whether any rank has device
  * data. -1 where the agreement failed. */
 static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes, int differ);
+static int dclass_of(const cmx_args *a, uint64_t bytes);
 
-static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *agreed, int *stage, int *rc)
+static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *agreed, int *stage, int *dclass, int *rc)
 {
 	int nin = c->size, nout = c->size, kind = -1, empty = 1;
-	*agreed = *stage = *rc = 0;
+	*agreed = *stage = *dclass = *rc = 0;
 	if ((cmx_families[a->coll].flags & CMX_FAM_NEIGHBORS) && cmx_peers(a, &nin, &nout) != 0)
 		return a->mem; /* no topology: MPI's error */
 	for (int w = 0; w < 2; w++)
@@ -332,16 +334,21 @@ static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *a
 		*stage = differ;
 		return mine;
 	}
-	/* (MIXED: device memory on one side, host or managed on the other) */
-	int flags[2] = {mine == CMX_MEM_DEVICE || mine == CMX_MEM_MIXED, !empty && mine != CMX_MEM_DEVICE}, all[2];
+	/* (MIXED: device memory on one side, host or managed on the other);
+	 * and the class of the elements, which the ranks with bytes share and
+	 * the empty ones take: their datatype may be any (mpi4py passes
+	 * MPI_BYTE for None), and a rule's dtype= condition must not send
+	 * them elsewhere */
+	int flags[3] = {mine == CMX_MEM_DEVICE || mine == CMX_MEM_MIXED, !empty && mine != CMX_MEM_DEVICE, empty ? 0 : dclass_of(a, UINT64_MAX) + 1}, all[3];
 	if (cmx_cfg.check && (*rc = check(a, c, UINT64_MAX, 1)) != 0) /* COLLMUX_CHECK's own exchange first: a peer in another collective makes it too */
 		return mine;
-	if (cmx_px.Allreduce(flags, all, 2, cmx_abi.int_, cmx_abi.op_max, c->handle) != 0) {
+	if (cmx_px.Allreduce(flags, all, 3, cmx_abi.int_, cmx_abi.op_max, c->handle) != 0) {
 		*rc = cmx_error(a->comm, cmx_abi.err_other);
 		return mine;
 	}
 	*agreed = 1 + all[0];
 	*stage = all[0] && all[1];
+	*dclass = all[2];
 	return all[0] && !all[1] ? CMX_MEM_DEVICE : mine;
 }
 
@@ -370,6 +377,8 @@ static uint64_t route_bytes(const cmx_args *a, const cmx_comm *c)
  * on MPI. */
 static int dclass_of(const cmx_args *a, uint64_t bytes)
 {
+	if (a->dclass)
+		return a->dclass - 1;
 	const int w = a->used[1];
 	if (cmx_families[a->coll].span[w] == CMX_SPAN_W || bytes == 0)
 		return CMX_DCLASS_OTHER;
@@ -677,7 +686,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && !c->inter && (cmx_families[a->coll].flags & CMX_FAM_UNEVEN)) {
 		differ = kinds_may_differ(a, c);
 		if (cmx_cuda_up) { /* (devup implies CUDA up on every rank) */
-			a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &rc);
+			a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &a->dclass, &rc);
 			if (rc != 0)
 				return rc;
 		}

@@ -254,8 +254,10 @@ func TestUnstageableCallFails(t *testing.T) {
 // pass device buffers (emptyrank): every result is right, on a new communicator and on one
 // whose ranks have run a device all-reduce together; on the latter the
 // empty rank takes the device route with its peers (they agree on it),
-// and a device root with host leaves is staged. COLLMUX_CHECK finds every
-// rank in the same call. Before, the empty rank took the MPI while its
+// and a device root with host leaves is staged; it takes its peers'
+// route even under a rule on the datatype class, which its own datatype
+// (MPI_BYTE) would not meet. COLLMUX_CHECK finds every rank in the same
+// call. Before, the empty rank took the MPI while its
 // peers took a GPU path: on the GPU machine mpi4py's suite hung in the
 // root's NCCL set-up, and here COLLMUX_CHECK stopped the calls as ranks
 // that disagree on the memory kind.
@@ -273,6 +275,31 @@ func TestEmptyRankRoutesWithItsPeers(t *testing.T) {
 				for _, fn := range []string{"gatherv", "scatterv", "alltoallv"} {
 					if !regexp.MustCompile(`(?m)^collmux\[rank 1\]: ` + fn + ` on cuda memory`).MatchString(errs) {
 						t.Errorf("the empty rank never took the device route of its peers for %s:\n%s", fn, errs)
+					}
+				}
+				// the empty rank's gatherv passes nothing of MPI_BYTE ("other"),
+				// its peers ints: a rule on the datatype class must not split
+				// them (the backend that ends the call may differ: a path that
+				// declines passes it on, and the staged path gives an empty
+				// rank's host buffers to the MPI, which matches staged peers)
+				env, _ = preloaded(t, "LD_LIBRARY_PATH", dir, "COLLMUX_LOG", "debug", "COLLMUX_RULES", "gatherv:cuda:*:staged:dtype=other")
+				out, errs, err = run(t, m, np, env, prog)
+				if err != nil || !strings.Contains(out, fmt.Sprintf("emptyrank: %d ranks, 0 failures", np)) {
+					t.Fatalf("with a dtype rule: %v\n%s\n%s", err, out, errs)
+				}
+				routes := map[string]map[string]bool{}
+				for _, d := range regexp.MustCompile(`(?m)^collmux\[rank (\d+)\]: gatherv on cuda memory, .* -> \S+ \(([^;)]*)`).FindAllStringSubmatch(errs, -1) {
+					if routes[d[1]] == nil {
+						routes[d[1]] = map[string]bool{}
+					}
+					routes[d[1]][d[2]] = true
+				}
+				if len(routes["1"]) == 0 {
+					t.Fatalf("with a dtype rule, the empty rank never took the device route:\n%s", errs)
+				}
+				for d := range routes["1"] {
+					if !routes["0"][d] {
+						t.Errorf("with a dtype rule, the empty rank's gatherv took %s, which rank 0's never did:\n%s", d, errs)
 					}
 				}
 			})

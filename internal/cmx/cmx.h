@@ -71,6 +71,7 @@ typedef struct cmx_args {
 	int opk;              /* CMX_OP_* of op; CMX_OP_USER for a user op or none */
 	int kind[2], size[2]; /* element kind (CMX_KIND_*) and size of stype and rtype when predefined; kind -1 otherwise */
 	int move[2];          /* of a side used here: bytes per element where its datatype moves as bytes, else 0 */
+	int dclass;           /* the datatype class the ranks agreed on, plus 1 (dispatch/router.c, kinds_agreed); 0: this rank's own */
 } cmx_args;
 
 /* ---- the real MPI ---- */

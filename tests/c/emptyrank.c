@@ -64,7 +64,8 @@ static void gatherv(MPI_Comm comm, const char *when, int host_leaves)
 	else if (n)
 		s = h;
 	int *recv = rank == 0 ? dev_ints(total, -1000) : NULL;
-	int rc = MPI_Gatherv(s, n, MPI_INT, recv, counts, displs, MPI_INT, 0, comm);
+	/* nothing of MPI_BYTE, as mpi4py passes for None */
+	int rc = MPI_Gatherv(s, n, n ? MPI_INT : MPI_BYTE, recv, counts, displs, MPI_INT, 0, comm);
 	CHECK(rc == MPI_SUCCESS, "gatherv %s: rc %d", when, rc);
 	if (rank == 0) {
 		int *got = host_copy(recv, total);
