@@ -263,15 +263,21 @@ static int call_mem(const cmx_args *a, const cmx_comm *c)
  * nothing to exchange (the grid is connected), so none has any, and
  * kinds_agreed sends each to MPI. A communicator of one rank has no peer
  * to differ from. */
+static int cartesian(const cmx_args *a)
+{
+	int topo = -1;
+	return cmx_px.Topo_test(a->comm, &topo) == 0 && topo == cmx_abi.cart;
+}
+
+static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes, int differ);
+static int dclass_of(const cmx_args *a, uint64_t bytes);
+
 static int kinds_may_differ(const cmx_args *a, const cmx_comm *c)
 {
 	const unsigned f = cmx_families[a->coll].flags;
 	if (c->inter || c->size == 1 || !(f & CMX_FAM_UNEVEN))
 		return 0;
-	if (a->coll != CMX_COLL_NEIGHBOR_ALLGATHER && a->coll != CMX_COLL_NEIGHBOR_ALLTOALL)
-		return 1;
-	int topo = -1;
-	return cmx_px.Topo_test(a->comm, &topo) != 0 || topo != cmx_abi.cart;
+	return (a->coll != CMX_COLL_NEIGHBOR_ALLGATHER && a->coll != CMX_COLL_NEIGHBOR_ALLTOALL) || !cartesian(a);
 }
 
 /* The backends that run on the GPU for every rank at once (and set up
@@ -301,17 +307,16 @@ static int side_empty(const cmx_args *a, const cmx_comm *c, int w, int nin, int 
  * alike), a blocking call, or a persistent call's initialization (which
  * may wait for its peers), agrees on it, where a GPU path could take it
  * (gatherv, scatterv, alltoallv, a Cartesian neighbourhood's v forms;
- * NCCL runs no other neighbourhood and no alltoallw): each rank says whether its buffers that hold bytes are on the
- * device and whether any are the MPI's to read (host, managed). With
- * device data alone anywhere, every rank takes the device kind, those
- * without bytes too; with both, the device ranks are staged (*stage).
- * Elsewhere nothing is agreed: a rank without bytes takes the MPI and the
- * device ranks are staged (nonblocking calls too, whose start must not
- * wait for the peers). *agreed: 0, or 1 plus whether any rank has device
- * data. -1 where the agreement failed. */
-static int check(const cmx_args *a, const cmx_comm *c, uint64_t bytes, int differ);
-static int dclass_of(const cmx_args *a, uint64_t bytes);
-
+ * NCCL runs no other neighbourhood and no alltoallw): each rank says
+ * whether its buffers that hold bytes are on the device and whether any
+ * are the MPI's to read (host, managed). With device data alone
+ * anywhere, every rank takes the device kind, those without bytes too;
+ * with both, the device ranks are staged (*stage). Elsewhere nothing is
+ * agreed: a rank without bytes takes the MPI and the device ranks are
+ * staged (nonblocking calls too, whose start must not wait for the
+ * peers). *agreed: 0, or 1 plus whether any rank has device data;
+ * *dclass: the agreed datatype class plus 1 (cmx_args.dclass), 0 where
+ * none was; *rc: the error where the check or the agreement failed. */
 static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *agreed, int *stage, int *dclass, int *rc)
 {
 	int nin = c->size, nout = c->size, kind = -1, empty = 1;
@@ -326,10 +331,8 @@ static int kinds_agreed(const cmx_args *a, const cmx_comm *c, int differ, int *a
 				kind = kind < 0 || kind == k ? k : CMX_MEM_MIXED;
 		}
 	const int mine = empty ? CMX_MEM_HOST : kind < 0 ? a->mem : kind;
-	int topo = -1;
 	const int nbr_v = a->coll == CMX_COLL_NEIGHBOR_ALLGATHERV || a->coll == CMX_COLL_NEIGHBOR_ALLTOALLV;
-	const int gpu_may = a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV ||
-			    (nbr_v && cmx_px.Topo_test(a->comm, &topo) == 0 && topo == cmx_abi.cart);
+	const int gpu_may = a->coll == CMX_COLL_GATHERV || a->coll == CMX_COLL_SCATTERV || a->coll == CMX_COLL_ALLTOALLV || (nbr_v && cartesian(a));
 	if (!differ || !c->devup || !gpu_may || a->form == CMX_FORM_NONBLOCKING) {
 		*stage = differ;
 		return mine;
@@ -654,11 +657,11 @@ static int start(cmx_args *a);
  * rather than at the first start, which would wait there for every rank.
  * Every rank decides from what it shares with its peers: the call's
  * route, and the paths' states. */
-static void prepare(cmx_comm *c, const cmx_args *a, int differ)
+static void prepare(cmx_comm *c, const cmx_args *a)
 {
 	cmx_args d = *a, parts, *p = &d;
 	int rule;
-	if (differ || device_shape(c, &p, &parts) >= 0) /* staged at every start (kinds_agreed), MPI or staged: nothing to set up */
+	if (device_shape(c, &p, &parts) >= 0) /* MPI or the staged path: nothing to set up */
 		return;
 	const int b = route(c, p, route_bytes(p, c), &rule);
 	const void *buf = a->used[1] ? a->rbuf : a->sbuf;
@@ -686,9 +689,11 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 	if (c && !c->inter && (cmx_families[a->coll].flags & CMX_FAM_UNEVEN)) {
 		differ = kinds_may_differ(a, c);
 		if (cmx_cuda_up) { /* (devup implies CUDA up on every rank) */
-			a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &a->dclass, &rc);
+			int dclass;
+			a->mem = kinds_agreed(a, c, differ, &agreed, &stage, &dclass, &rc);
 			if (rc != 0)
 				return rc;
+			a->dclass = dclass;
 		}
 	}
 	/* A persistent call: of no bytes, the MPI's on every rank, as below.
@@ -702,8 +707,8 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 		const int mpi = cmx_pmpi[a->fn] && (differ ? agreed == 1 : a->mem == CMX_MEM_HOST || (c && !c->inter && route_bytes(a, c) == 0));
 		if (mpi)
 			return cmx_forward(a);
-		if (c && !c->inter && a->mem == CMX_MEM_DEVICE)
-			prepare(c, a, differ);
+		if (c && !c->inter && a->mem == CMX_MEM_DEVICE && !differ) /* (where kinds may differ, starts are staged: kinds_agreed) */
+			prepare(c, a);
 		return cmx_req_persistent(a, start);
 	}
 	int must = -1; /* the backend the call's arguments leave it to */

@@ -8,8 +8,9 @@
 # ONLY="PART ...": those parts alone, of overlap (the copy-engine and
 # overlap cases), ops (the fused operations), coll (colltest on every
 # path), requests (nonblocking, persistent, point-to-point, neighbourhood
-# calls, mixed datatypes, ranks with nothing to exchange), kernel (the resident kernel's edges, freed
-# communicators, its stop, kernels compiled ahead of time, COLLMUX_CHECK),
+# calls, mixed datatypes, ranks with nothing to exchange), kernel (the
+# resident kernel's edges, freed communicators, its stop, kernels compiled
+# ahead of time, COLLMUX_CHECK),
 # faults (the watchdogs and fault injection) and py (mpi4py with CuPy and
 # PyTorch), so that a run too long for one call splits into two.
 # FAULTS=0: everything but the watchdogs and fault injection. BENCH: which

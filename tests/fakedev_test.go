@@ -251,16 +251,16 @@ func TestUnstageableCallFails(t *testing.T) {
 // A rank with nothing to exchange in a gatherv (also persistent),
 // scatterv, alltoallv (also nonblocking) or graph neighbourhood call
 // passes NULL, as CuPy and PyTorch do for empty arrays, while its peers
-// pass device buffers (emptyrank): every result is right, on a new communicator and on one
-// whose ranks have run a device all-reduce together; on the latter the
-// empty rank takes the device route with its peers (they agree on it),
-// and a device root with host leaves is staged; it takes its peers'
-// route even under a rule on the datatype class, which its own datatype
-// (MPI_BYTE) would not meet. COLLMUX_CHECK finds every rank in the same
-// call. Before, the empty rank took the MPI while its
-// peers took a GPU path: on the GPU machine mpi4py's suite hung in the
-// root's NCCL set-up, and here COLLMUX_CHECK stopped the calls as ranks
-// that disagree on the memory kind.
+// pass device buffers (emptyrank): every result is right, on a new
+// communicator and on one whose ranks have run a device all-reduce
+// together; on the latter the empty rank takes the device route with its
+// peers (they agree on it), even under a rule on the datatype class,
+// which its own datatype (MPI_BYTE) would not meet, and a device root
+// with host leaves is staged. COLLMUX_CHECK finds every rank in the same
+// call. Before, the empty rank took the MPI while its peers took a GPU
+// path: on the GPU machine mpi4py's suite hung in the root's NCCL
+// set-up, and here COLLMUX_CHECK stopped the calls as ranks that
+// disagree on the memory kind.
 func TestEmptyRankRoutesWithItsPeers(t *testing.T) {
 	for _, m := range impls(t) {
 		dir := fakeCUDA(t)
