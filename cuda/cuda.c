@@ -185,6 +185,14 @@ int cmx_cuda_ctx_for(const void *p)
 	return cu.CtxSetCurrent(want) == 0;
 }
 
+int cmx_cuda_ctx_or(const void *p, void *ctx) { return cmx_cuda_ctx_for(p) || (ctx && cu.CtxSetCurrent(ctx) == 0); }
+
+void *cmx_cuda_ctx_current(void)
+{
+	CUcontext cur = NULL;
+	return cu.CtxGetCurrent(&cur) == 0 ? cur : NULL;
+}
+
 int cmx_cuda_ctx_holds(const void *p)
 {
 	CUcontext cur = NULL, ctx = NULL;

@@ -306,7 +306,7 @@ static void setup(cmx_comm *c, const void *buf)
 	} me, *all = calloc((size_t)c->size, sizeof me);
 	cmx_ws_offer *table = calloc((size_t)c->size * MAX_WORKSPACES, sizeof *table);
 	memset(&me, 0, sizeof me);
-	me.ok = all && table && c->size <= CMX_MAX_RANKS && cmx_cuda_ctx_for(buf) && (pthread_once(&load_once, load), fn_ring) &&
+	me.ok = all && table && c->size <= CMX_MAX_RANKS && cmx_cuda_fused_capable() && cmx_cuda_ctx_for(buf) &&
 		cmx_place_here(c->rank, c->size, &me.at, &me.arch);
 	me.algo = cmx_cfg.fused_algo;
 	me.new_id = cmx_nonce();
@@ -321,11 +321,15 @@ static void setup(cmx_comm *c, const void *buf)
 		why = "its set-up could not gather the ranks' facts";
 	for (int p = 0; p < c->size && !why; p++)
 		if (!all[p].ok)
-			why = "NVRTC, the CUDA driver's IPC or the kernels are unavailable on some rank";
+			why = "the CUDA driver's IPC, or a current device, is unavailable on some rank";
 		else if (all[p].algo != all[0].algo)
 			why = "the ranks' COLLMUX_FUSED_ALGO differ";
 	if (!why)
 		why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
+	/* the kernels last: their first load compiles them (a minute on an
+	 * H200), which ranks that share a GPU, or span nodes, need not wait for */
+	if (!why && !cmx_comm_agree(c, (pthread_once(&load_once, load), fn_ring != NULL)))
+		why = "NVRTC or the fused kernels are unavailable on some rank";
 	uint64_t id = 0, new_id = why ? 0 : all[0].new_id;
 	int old[CMX_MAX_RANKS];
 	uint32_t seq = 0;

@@ -141,7 +141,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		me.tuned = cmx_cfg.ops_tuned_n ? cmx_cfg.ops_tuned_hash : 0;
 		me.args = args;
 		me.ok = all && c->size <= CMX_MAX_RANKS && args && cmx_cuda_ctx_for(buf) && cmx_cuda_ipc_capable() &&
-			cmx_fused_kernel("cmx_ring", NULL) && cmx_place_here(c->rank, c->size, &me.at, &me.arch);
+			cmx_place_here(c->rank, c->size, &me.at, &me.arch);
 		if (me.ok) {
 			me.sms = cmx_cuda_sm_count();
 			me.cublas = cmx_cublas_ready();
@@ -162,7 +162,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			tc &= all[p].arch >= 80;
 			if (!all[p].ok)
 				why = c->size > CMX_MAX_RANKS ? "it has more than 8 ranks"
-							  : "NVRTC, the CUDA driver's IPC or the fused kernels are unavailable on some rank";
+							  : "the CUDA driver's IPC, or a current device, is unavailable on some rank";
 			else if (!all[p].room)
 				why = "some rank made as many ops workspaces as a process may (16)";
 			else if (all[p].algo != all[0].algo)
@@ -170,6 +170,10 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		}
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
+		/* the kernels after the placement, as the collectives' set-up
+		 * has them (fused/host.c); agreed below */
+		if (!why && !cmx_fused_kernel("cmx_ring", NULL))
+			why = "NVRTC or the fused kernels are unavailable on some rank";
 		int mps = 0, mates = 0;
 		for (int p = 0; p < c->size && !why; p++)
 			mps |= all[p].at.mps, mates += strcmp(all[p].at.bus, me.at.bus) == 0;

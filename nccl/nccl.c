@@ -155,6 +155,7 @@ static void setup(cmx_comm *c, const void *buf)
 		return;
 	}
 	c->nccl_state = 1;
+	c->nccl_ctx = cmx_cuda_ctx_current();
 	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	pthread_mutex_lock(&list_mu);
 	c->next = with_nccl;
@@ -197,7 +198,7 @@ void cmx_nccl_release(cmx_comm *c)
 	cmx_cuda_free(c->scratch_old);
 	cmx_cuda_stream_free(c->stream);
 	cmx_cuda_event_free(c->after_legacy);
-	c->nccl = c->stream = c->scratch = c->scratch_old = c->after_legacy = NULL;
+	c->nccl = c->stream = c->scratch = c->scratch_old = c->after_legacy = c->nccl_ctx = NULL;
 	c->scratch_cap = 0;
 	c->nccl_state = -1;
 }
@@ -551,7 +552,10 @@ int cmx_nccl_run(cmx_comm *c, const cmx_args *a, int *rc)
 	cmx_cuda_free(c->scratch_old);
 	c->scratch_old = NULL;
 	cmx_gate_arrive(c->gate);
-	const int ready = cmx_cuda_ctx_for(any) && (!cmx_cfg.order_default_stream || cmx_cuda_after_legacy(c->stream, &c->after_legacy));
+	/* a rank with nothing to exchange, whose peers agreed it onto NCCL
+	 * (dispatch/router.c, kinds_agreed), may pass NULL from a thread
+	 * without a current context: NCCL's */
+	const int ready = cmx_cuda_ctx_or(any, c->nccl_ctx) && (!cmx_cfg.order_default_stream || cmx_cuda_after_legacy(c->stream, &c->after_legacy));
 	const int go = cmx_gate_wait(c->gate, a, ready);
 	int r = go ? enqueue(c, a) : -1;
 	if (r == -2)

@@ -22,11 +22,12 @@
 # kind go to OUT/collmux.NP.rankR.kinds.txt).
 #
 # CUPY_FILL=wrap: run a copy of TESTS (in OUT/test) whose CuPy arrays,
-# filled with a negative integer, wrap it into an unsigned type by NumPy's
-# cast (-1 is 255 in uint8). CuPy 14 raises OverflowError, and the suite then
-# fails the test on the one rank that fills (a gather's root, say) while
-# its peers enter the collective and wait for it: at 2 ranks or more the
-# run hangs, through no fault of collmux.
+# filled with a negative integer or made from a list holding one, wrap it
+# into an unsigned type by NumPy's cast (-1 is 255 in uint8). CuPy 14
+# raises OverflowError, and the suite then fails the test on the one rank
+# that fills (a gather's root, say) while its peers enter the collective
+# and wait for it: at 2 ranks or more the run hangs, through no fault of
+# collmux.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TESTS=$(realpath "${1:?usage: mpi4py-suite.sh TESTS [OUT]}")
@@ -48,7 +49,12 @@ text = open(path).read()
 cls = text.index("class GPUArrayCuPy")
 fill = text.index("self.array.fill(arg)", cls)
 wrapped = "self.array.fill(numpy.asarray(arg).astype(typecode)[()] if isinstance(arg, int) and arg < 0 else arg)"
-open(path, "w").write(text[:fill] + wrapped + text[fill + len("self.array.fill(arg)"):])
+text = text[:fill] + wrapped + text[fill + len("self.array.fill(arg)"):]
+# and a list of them ([-1] * 5 in test_cco_buf_inter)
+copy = text.index("self.array[:] = cupy.asarray(arg, typecode)", cls)
+wrapped = ("self.array[:] = cupy.asarray(numpy.asarray(arg).astype(typecode) if isinstance(arg, list) "
+           "and any(isinstance(v, int) and v < 0 for v in arg) else cupy.asarray(arg, typecode))")
+open(path, "w").write(text[:copy] + wrapped + text[copy + len("self.array[:] = cupy.asarray(arg, typecode)"):])
 PY
 fi
 X=(-x LD_PRELOAD="$LIB")

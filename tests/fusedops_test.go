@@ -33,7 +33,7 @@ func TestFusedOpsUnavailable(t *testing.T) {
 				}
 			}
 			// each rank's GEMM + all-to-all on MPI_COMM_SELF, where it is rank 0
-			if n := strings.Count(errs, "collmux: collmux_gemm_alltoall on rank 0: NVRTC"); n != 2 {
+			if n := strings.Count(errs, "collmux: collmux_gemm_alltoall on rank 0: the CUDA driver's IPC"); n != 2 {
 				t.Errorf("%d messages naming collmux_gemm_alltoall and its reason, want one a rank:\n%s", n, errs)
 			}
 		})

@@ -407,6 +407,7 @@ struct cmx_comm {
 	int nccl_state;  /* 0 not tried, 1 ready, -1 unusable */
 	void *nccl;      /* ncclComm_t */
 	void *stream;    /* CUstream of collmux's NCCL work on this comm */
+	void *nccl_ctx;  /* the CUcontext it was set up in: a call that holds no buffer here runs there */
 	void *after_legacy; /* CUevent that orders it after the legacy default stream */
 	void *scratch;   /* device scratch (in-place alltoall), grown on demand */
 	void *scratch_old; /* outgrown, freed at the next call before its gate */
@@ -447,6 +448,9 @@ int cmx_cuda_load(void);         /* 1 when libcuda is present */
 extern int cmx_cuda_present;     /* libcuda loaded */
 int cmx_mem_kind(const void *p); /* CMX_MEM_* of one pointer */
 int cmx_cuda_ctx_for(const void *p); /* make p's context current; 0 on failure */
+/* the same, else (p is none of the device's, an empty rank's NULL) ctx */
+int cmx_cuda_ctx_or(const void *p, void *ctx);
+void *cmx_cuda_ctx_current(void); /* this thread's current CUcontext, or NULL */
 int cmx_cuda_ctx_holds(const void *p); /* p was allocated in the current context */
 int cmx_cuda_copy(void *dst, const void *src, size_t n, void *stream); /* async on stream */
 /* rows of `width` bytes, each `spitch` bytes after the last in src and
