@@ -321,7 +321,8 @@ static void setup(cmx_comm *c, const void *buf)
 		why = "its set-up could not gather the ranks' facts";
 	for (int p = 0; p < c->size && !why; p++)
 		if (!all[p].ok)
-			why = "the CUDA driver's IPC, or a current device, is unavailable on some rank";
+			why = c->size > CMX_MAX_RANKS ? "it has more than 8 ranks"
+						  : "the CUDA driver's IPC, or a current device, is unavailable on some rank";
 		else if (all[p].algo != all[0].algo)
 			why = "the ranks' COLLMUX_FUSED_ALGO differ";
 	if (!why)

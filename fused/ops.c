@@ -147,7 +147,7 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 			me.cublas = cmx_cublas_ready();
 		}
 		const char *why = NULL;
-		if (!all || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
+		if (!cmx_comm_agree(c, all != NULL) || cmx_px.Allgather(&me, (int)sizeof me, cmx_abi.byte, all, (int)sizeof me, cmx_abi.byte, c->handle) != 0)
 			why = "its set-up could not gather the ranks' facts";
 		for (int p = 0; p < c->size && !why; p++)
 			if (!all[p].args) { /* a refusal of this call only: the next may set up */
@@ -171,8 +171,8 @@ static const char *ready(cmx_comm *c, const void *buf, size_t bytes, int args)
 		if (!why)
 			why = cmx_fused_placement(&all[0].at, sizeof *all, c->size);
 		/* the kernels after the placement, as the collectives' set-up
-		 * has them (fused/host.c); agreed below */
-		if (!why && !cmx_fused_kernel("cmx_ring", NULL))
+		 * has them (fused/host.c) */
+		if (!why && !cmx_comm_agree(c, cmx_fused_kernel("cmx_ring", NULL) != NULL))
 			why = "NVRTC or the fused kernels are unavailable on some rank";
 		int mps = 0, mates = 0;
 		for (int p = 0; p < c->size && !why; p++)

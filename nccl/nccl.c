@@ -154,8 +154,8 @@ static void setup(cmx_comm *c, const void *buf)
 		c->nccl_state = -1;
 		return;
 	}
-	c->nccl_state = 1;
 	c->nccl_ctx = cmx_cuda_ctx_current();
+	c->nccl_state = 1;
 	cmx_comm_gate(c); /* MPI_THREAD_MULTIPLE: calls start once every rank is in (gate.c) */
 	pthread_mutex_lock(&list_mu);
 	c->next = with_nccl;
