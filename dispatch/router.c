@@ -674,6 +674,10 @@ static void prepare(cmx_comm *c, const cmx_args *a)
 /* A collective in any form. A persistent one whose buffers are on the
  * device (or that the MPI lacks) is collmux's own: each start routes its
  * nonblocking form as a call of its own. */
+/* the rule of a persistent call collmux holds: nothing routed it, its
+ * starts are routed (and explained) each as a call of its own */
+enum { HELD = -2 };
+
 static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
 {
 	int rc = 0;
@@ -709,6 +713,7 @@ static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *
 			return cmx_forward(a);
 		if (c && !c->inter && a->mem == CMX_MEM_DEVICE && !differ) /* (where kinds may differ, starts are staged: kinds_agreed) */
 			prepare(c, a);
+		*rule = HELD;
 		return cmx_req_persistent(a, start);
 	}
 	int must = -1; /* the backend the call's arguments leave it to */
@@ -806,7 +811,7 @@ int cmx_dispatch(cmx_args *a)
 	}
 	if (CMX_UNLIKELY(timed))
 		account(a, call_bytes(a, c, 1), used, rule, t0, rc);
-	if (cmx_cfg.log >= CMX_LOG_DECISIONS)
+	if (cmx_cfg.log >= CMX_LOG_DECISIONS && rule != HELD)
 		explain(a, bytes, used, rule, backend);
 	depth--;
 	return rc;

@@ -277,6 +277,12 @@ func TestEmptyRankRoutesWithItsPeers(t *testing.T) {
 						t.Errorf("the empty rank never took the device route of its peers for %s:\n%s", fn, errs)
 					}
 				}
+				// the persistent gatherv collmux holds is routed at its
+				// starts: its init, which nothing routed, is not explained
+				// as a device call sent to the MPI
+				if held := regexp.MustCompile(`(?m)^collmux\[rank \d+\]: gatherv on cuda memory, 0 B -> mpi \(no rule\)$`).FindString(errs); held != "" {
+					t.Errorf("a held persistent init explained as %q:\n%s", held, errs)
+				}
 				// the empty rank's gatherv passes nothing of MPI_BYTE ("other"),
 				// its peers ints: a rule on the datatype class must not split
 				// them (the backend that ends the call may differ: a path that
