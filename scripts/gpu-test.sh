@@ -338,7 +338,7 @@ requests_suite() {
   fi
 }
 
-# the resident kernel: edges, communicators freed, the stop, kernels compiled ahead of time, COLLMUX_CHECK (ONLY=kernel: these alone)
+# the resident kernel: edges, communicators freed, the stop, kernels compiled ahead of time, none compiled where ranks share a GPU without MPS, COLLMUX_CHECK (ONLY=kernel: these alone)
 kernel_suite() {
   # the edges under the fused kernels (resident, then relaunched every call,
   # then every all-reduce one-shot and two-shot through the slots instead of
@@ -392,6 +392,19 @@ kernel_suite() {
   run "$RANKS" -x LD_PRELOAD=$B/aot/libcollmux.so -x NCCL_NVLS_ENABLE "${MPSX[@]}" -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/nocache $B/edges > $B/aot.out 2>&1
   grep -q "0 failures" $B/aot.out && grep -q "compiled ahead of time" $B/aot.out
   result $? "kernels compiled ahead of time by nvcc for sm_$arch are loaded beside the library: $(grep -m1 -o 'fused kernels from .*' $B/aot.out)"
+
+  # ranks that share a GPU without MPS never compile the kernels: the
+  # fused set-up agrees on the placement before it loads them (under MPS=1
+  # the server holds the GPU, so this runs without it only)
+  if [ "${MPS:-0}" != 1 ]; then
+    mkdir -m 700 $B/fresh
+    run $((NGPU + 1)) "${X[@]}" -x COLLMUX_LOG=info -x XDG_CACHE_HOME=$B/fresh $B/edges > $B/shared.out 2>&1
+    rc=$?
+    grep -q "0 failures" $B/shared.out && [ $rc = 0 ] && grep -q "fused path off .*share a GPU without MPS" $B/shared.out &&
+      ! grep -q "compiled by NVRTC" $B/shared.out && [ -z "$(ls -A $B/fresh)" ]
+    result $? "$((NGPU + 1)) ranks, two sharing a GPU without MPS: the fused path off without compiling the kernels: $(grep '^edges' $B/shared.out)"
+    [ $rc = 0 ] || grep -v '^\[' $B/shared.out | tail -8
+  fi
 
   if [ "$RANKS" -ge 2 ]; then
     timeout 120 mpirun -np 2 "${X[@]}" -x COLLMUX_CHECK=1 $B/mismatch > $B/mm 2>&1
