@@ -224,6 +224,27 @@ func TestMPI4PyNumPy(t *testing.T) {
 	}
 }
 
+// mpi4py's device arrays in MPI-IO, as the process's first device buffers
+// (tests/py/mpi4py_unserved.py over the CUDA stand-in and a stand-in of
+// CuPy's few calls): each call is refused with MPI_ERR_OTHER and
+// collmux's message, and never reaches the MPI, whose host code would
+// fault on the stand-in's device memory. The same program runs on CuPy on
+// the GPU machine (scripts/gpu-test.sh, py part).
+func TestMPI4PyDeviceArraysInMPIIO(t *testing.T) {
+	py, m := debianMPI4Py(t)
+	env, _ := preloaded(t, "LD_LIBRARY_PATH", fakeCUDA(t), "PYTHONPATH", repoRoot()+"/tests/py/fakecupy")
+	for np := 1; np <= 2; np++ {
+		out, errs, err := run(t, m, np, env, py, repoRoot()+"/tests/py/mpi4py_unserved.py")
+		if err != nil || !strings.Contains(out, fmt.Sprintf("mpi4py_unserved: %d ranks, 0 failures", np)) ||
+			!strings.Contains(out, "MPI_File_iwrite binds to collmux") {
+			t.Fatalf("%d ranks: %v\n%s\n%s", np, err, out, errs)
+		}
+		if n := strings.Count(errs, "collmux: MPI_File_iwrite: device memory is not supported for MPI-IO"); n != np {
+			t.Errorf("%d ranks: %d refusals of MPI_File_iwrite reported, want one a rank:\n%s", np, n, errs)
+		}
+	}
+}
+
 // With COLLMUX_DISABLE the library forwards only: no statistics appear even
 // when asked for.
 func TestDisableIsPureForwarder(t *testing.T) {
