@@ -160,7 +160,11 @@ int cmx_cuda_probe(void)
 
 int cmx_mem_kind(const void *p)
 {
-	if (!p || !cmx_cuda_up)
+	/* probed here too, not only by the callers' fast paths: a path that
+	 * skips them (an unserved _c function the MPI lacks, narrowed to its
+	 * int twin) would otherwise take the process's first device buffer for
+	 * host memory and hand it to the MPI (mpi4py 4's test_io, session 26) */
+	if (!p || (!cmx_cuda_up && !cmx_cuda_probe()))
 		return CMX_MEM_HOST;
 	unsigned type = 0;
 	uint64_t managed = 0; /* the driver writes a bool-sized value */

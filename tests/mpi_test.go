@@ -224,8 +224,8 @@ func TestMPI4PyNumPy(t *testing.T) {
 	}
 }
 
-// mpi4py's device arrays in MPI-IO, as the process's first device buffers
-// (tests/py/mpi4py_unserved.py over the CUDA stand-in and a stand-in of
+// mpi4py's device arrays in MPI-IO, as the process's first device buffers,
+// first through MPI_File_iwrite_c (tests/py/mpi4py_unserved.py over the CUDA stand-in and a stand-in of
 // CuPy's few calls): each call is refused with MPI_ERR_OTHER and
 // collmux's message, and never reaches the MPI, whose host code would
 // fault on the stand-in's device memory. The same program runs on CuPy on
@@ -239,8 +239,13 @@ func TestMPI4PyDeviceArraysInMPIIO(t *testing.T) {
 			!strings.Contains(out, "MPI_File_iwrite binds to collmux") {
 			t.Fatalf("%d ranks: %v\n%s\n%s", np, err, out, errs)
 		}
-		if n := strings.Count(errs, "collmux: MPI_File_iwrite: device memory is not supported for MPI-IO"); n != np {
-			t.Errorf("%d ranks: %d refusals of MPI_File_iwrite reported, want one a rank:\n%s", np, n, errs)
+		// the large-count twin Open MPI 4.1 lacks, called first (as mpi4py
+		// 4's wheels do), narrowed to MPI_File_iwrite: it once skipped the
+		// check for CUDA and forwarded the device array
+		for _, fn := range []string{"MPI_File_iwrite_c", "MPI_File_iwrite"} {
+			if n := strings.Count(errs, "collmux: "+fn+": device memory is not supported for MPI-IO"); n != np {
+				t.Errorf("%d ranks: %d refusals of %s reported, want one a rank:\n%s", np, n, fn, errs)
+			}
 		}
 	}
 }

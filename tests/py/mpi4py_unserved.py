@@ -4,8 +4,10 @@ refusal says, and never reaches the MPI, which is not CUDA-aware. The
 process's first device array goes to MPI-IO first: mpi4py 4.1.2's test_io
 did so at two ranks and crashed Open MPI 4.1.6 in MPI_Wait after
 MPI_File_iwrite, with no refusal from collmux (session 26; at one rank,
-after other tests, it was refused). Rank 0 says which library the
-process's MPI_File_iwrite binds to."""
+after other tests, it was refused: collmux's narrowing of
+MPI_File_iwrite_c, which mpi4py 4's wheels call, skipped the check for
+CUDA). Rank 0 says which library the process's MPI_File_iwrite binds
+to."""
 import ctypes
 import os
 import sys
@@ -36,6 +38,17 @@ a = cp.full(13, 42, dtype=cp.int32)
 cp.cuda.get_current_stream().synchronize()
 path = os.path.join(tempfile.gettempdir(), f"collmux-unserved-{os.getpid()}")
 fh = MPI.File.Open(MPI.COMM_SELF, path, MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_DELETE_ON_CLOSE)
+# first, the large-count twin, as mpi4py 4's wheels call it (through a weak
+# reference) where the MPI has none and collmux narrows it to
+# MPI_File_iwrite: that path once skipped the check for CUDA and took the
+# process's first device array for host memory
+iwrite_c = address(ctypes.CDLL(None), "MPI_File_iwrite_c")
+if iwrite_c:
+    c_iwrite = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p)(iwrite_c)
+    req = ctypes.c_void_p()
+    rc = c_iwrite(MPI._handleof(fh), a.__cuda_array_interface__["data"][0], 13, MPI._handleof(MPI.INT), ctypes.byref(req))
+    if rc == MPI.SUCCESS or MPI.Get_error_class(rc) != MPI.ERR_OTHER:
+        bad.append(f"MPI_File_iwrite_c: {rc}")
 for name, call in (
     ("MPI_File_iwrite", lambda: fh.Iwrite(a).Wait()),
     ("MPI_File_write", lambda: fh.Write(a)),
