@@ -544,8 +544,11 @@ extern const char *const cmx_ucat_names[CMX_NUCAT], *const cmx_ucat_reasons[CMX_
 extern void *cmx_upmpi[CMX_NUFN]; /* the MPI's PMPI_ function of each; NULL where it lacks it */
 void cmx_unserved_resolve(void);  /* fills cmx_upmpi (mpi/unserved.c) */
 
-/* The whole cost of an unserved function while no CUDA context is up: one
- * load and a branch, as cmx_passthrough. 0 sends the call to its checks. */
+/* The whole cost of an unserved function while no CUDA context is up, as
+ * cmx_passthrough's: a load and a branch, and while a driver is loaded but
+ * not initialised, its probe (cmx_cuda_probe). 0 sends the call to its
+ * checks (where the MPI lacks the function too: a _c one narrowed to its
+ * int twin; cmx_mem_kind probes for those). */
 static inline int cmx_unserved_pass(int ufn)
 {
 	if (CMX_UNLIKELY(!__atomic_load_n(&cmx_state.ready, __ATOMIC_ACQUIRE)))
