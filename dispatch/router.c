@@ -671,13 +671,13 @@ static void prepare(cmx_comm *c, const cmx_args *a)
 		cmx_nccl_ready(c, buf);
 }
 
-/* A collective in any form. A persistent one whose buffers are on the
- * device (or that the MPI lacks) is collmux's own: each start routes its
- * nonblocking form as a call of its own. */
 /* the rule of a persistent call collmux holds: nothing routed it, its
  * starts are routed (and explained) each as a call of its own */
 enum { HELD = -2 };
 
+/* A collective in any form. A persistent one whose buffers are on the
+ * device (or that the MPI lacks) is collmux's own: each start routes its
+ * nonblocking form as a call of its own. */
 static int collective(cmx_args *a, cmx_comm **cp, int *backend, int *used, int *rule, uint64_t *bytes)
 {
 	int rc = 0;

@@ -367,8 +367,6 @@ static int admit(const char *fn, cmx_comm *c, void *stream, const void *buf, uin
 	return steady ? refuse(fn, c, bad ? bad : why) : fail(fn, c, bad ? bad : why);
 }
 
-static int on_device(const void *p) { return (cmx_cuda_up || cmx_cuda_probe()) && cmx_mem_kind(p) == CMX_MEM_DEVICE; }
-
 /* The element types of the operations (COLLMUX_FLOAT32, _FLOAT16,
  * _BFLOAT16): their sizes, and their names in the kernels' names. */
 static const int esize[] = {4, 2, 2};
@@ -537,7 +535,7 @@ int cmx_ops_gemv_allreduce(cmx_comm *comm, const char *no_comm, void *stream, in
 	 * tensor-core GEMV's in up to segs_most segments of k (plan.c) */
 	const uint64_t segs_most = cmx_gemv_segs_most(dtype == COLLMUX_FLOAT32, batch, m);
 	const uint64_t data = (uint64_t)c->size * (uint64_t)m * (uint64_t)batch * 4 * segs_most;
-	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (on_device(a) && on_device(x))) && on_device(y),
+	if (admit(fn, c, stream, y, OPS_FLAGS + 2 * (data + 256), bad, !bad && (k == 0 || (cmx_on_device(a) && cmx_on_device(x))) && cmx_on_device(y),
 		  gemv_form(c, batch, m) == GEMV_NCCL))
 		return -1;
 	struct cmx_ops *o = c->ops;
@@ -643,7 +641,7 @@ int cmx_ops_embedding_alltoall(cmx_comm *comm, const char *no_comm, void *stream
 	const long long mine = batch * (me + 1) / n - batch * me / n, most = (batch + n - 1) / n;
 	const size_t es = (size_t)esize[dtype];
 	const uint64_t data = (uint64_t)most * (uint64_t)tables_total * (uint64_t)dim * es;
-	const int args = !bad && (!tables || (on_device(weights) && on_device(offsets) && on_device(indices))) && (!mine || on_device(out));
+	const int args = !bad && (!tables || (cmx_on_device(weights) && cmx_on_device(offsets) && cmx_on_device(indices))) && (!mine || cmx_on_device(out));
 	if (admit(fn, c, stream, out ? out : weights, OPS_FLAGS + 2 * (data + 256), bad, args, 0))
 		return -1;
 	struct cmx_ops *o = c->ops;
@@ -729,7 +727,7 @@ int cmx_ops_gemm_alltoall(cmx_comm *comm, const char *no_comm, void *stream, int
 	if (capacity == 0) /* every rank passes the same capacity: nothing moves anywhere */
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t row = (uint64_t)n * es, data = (uint64_t)capacity * row;
-	const int args = !bad && (!total || (on_device(a) && (k == 0 || on_device(b)))) && (!out_rows || on_device(out));
+	const int args = !bad && (!total || (cmx_on_device(a) && (k == 0 || cmx_on_device(b)))) && (!out_rows || cmx_on_device(out));
 	if (admit(fn, c, stream, out_rows ? out : a, OPS_FLAGS + 2 * (data + 256), bad, args, 0))
 		return -1;
 	struct cmx_ops *o = c->ops;
@@ -797,7 +795,7 @@ int cmx_ops_gemm_reducescatter(cmx_comm *comm, const char *no_comm, void *stream
 	if (m == 0) /* every rank passes the same m */
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
 	const uint64_t data = (uint64_t)size * (uint64_t)most * (uint64_t)n * 4;
-	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && (!mine || on_device(out));
+	const int args = !bad && (k == 0 || (cmx_on_device(a) && cmx_on_device(b))) && (!mine || cmx_on_device(out));
 	if (admit(fn, c, stream, mine ? out : k ? a : NULL, OPS_FLAGS + 2 * (data + 256), bad, args, 0)) /* NULL: the current context */
 		return -1;
 	struct cmx_ops *o = c->ops;
@@ -891,7 +889,7 @@ int cmx_ops_allgather_gemm(cmx_comm *comm, const char *no_comm, void *stream, in
 		bad = "needs n >= 1, k <= lda < 2^31 bytes, n <= ldb < 2^31, n <= ldo < 2^31 bytes, and k <= ldag < 2^31 bytes where ag is given";
 	if (m == 0) /* every rank passes the same m */
 		return bad || cmx_cuda_capturing(stream) ? fail(fn, c, bad ? bad : captured) : 0;
-	const int args = !bad && (k == 0 || (on_device(a) && on_device(b))) && on_device(out) && (!ag || !k || on_device(ag));
+	const int args = !bad && (k == 0 || (cmx_on_device(a) && cmx_on_device(b))) && cmx_on_device(out) && (!ag || !k || cmx_on_device(ag));
 	if (admit(fn, c, stream, out, OPS_FLAGS + 2 * ((size > 1 ? (uint64_t)size * block : 0) + 256), bad, args, 0)) /* one rank pushes nothing */
 		return -1;
 	struct cmx_ops *o = c->ops;

@@ -47,14 +47,20 @@ import sys
 path = sys.argv[1]
 text = open(path).read()
 cls = text.index("class GPUArrayCuPy")
-fill = text.index("self.array.fill(arg)", cls)
-wrapped = "self.array.fill(numpy.asarray(arg).astype(typecode)[()] if isinstance(arg, int) and arg < 0 else arg)"
-text = text[:fill] + wrapped + text[fill + len("self.array.fill(arg)"):]
+
+
+def swap(text, old, new):  # old's first place in the CuPy class, made new
+    at = text.index(old, cls)
+    return text[:at] + new + text[at + len(old):]
+
+
+text = swap(text, "self.array.fill(arg)",
+            "self.array.fill(numpy.asarray(arg).astype(typecode)[()] if isinstance(arg, int) and arg < 0 else arg)")
 # and a list of them ([-1] * 5 in test_cco_buf_inter)
-copy = text.index("self.array[:] = cupy.asarray(arg, typecode)", cls)
-wrapped = ("self.array[:] = cupy.asarray(numpy.asarray(arg).astype(typecode) if isinstance(arg, list) "
-           "and any(isinstance(v, int) and v < 0 for v in arg) else cupy.asarray(arg, typecode))")
-open(path, "w").write(text[:copy] + wrapped + text[copy + len("self.array[:] = cupy.asarray(arg, typecode)"):])
+text = swap(text, "self.array[:] = cupy.asarray(arg, typecode)",
+            "self.array[:] = cupy.asarray(numpy.asarray(arg).astype(typecode) if isinstance(arg, list) "
+            "and any(isinstance(v, int) and v < 0 for v in arg) else cupy.asarray(arg, typecode))")
+open(path, "w").write(text)
 PY
 fi
 X=(-x LD_PRELOAD="$LIB")

@@ -3,11 +3,11 @@ memory (MPI-IO here): each call fails with MPI_ERR_OTHER, as collmux's
 refusal says, and never reaches the MPI, which is not CUDA-aware. The
 process's first device array goes to MPI-IO first: mpi4py 4.1.2's test_io
 did so at two ranks and crashed Open MPI 4.1.6 in MPI_Wait after
-MPI_File_iwrite, with no refusal from collmux (session 26; at one rank,
-after other tests, it was refused: collmux's narrowing of
-MPI_File_iwrite_c, which mpi4py 4's wheels call, skipped the check for
-CUDA). Rank 0 says which library the process's MPI_File_iwrite binds
-to."""
+MPI_File_iwrite, with no refusal from collmux (session 26): mpi4py 4's
+wheels call MPI_File_iwrite_c, and collmux's narrowing of it to the
+MPI's MPI_File_iwrite skipped the check for CUDA (at one rank, after
+other tests had made that check, it was refused). Rank 0 says which
+library the process's MPI_File_iwrite binds to."""
 import ctypes
 import os
 import sys
@@ -31,8 +31,8 @@ def address(lib, fn):
 if rank == 0 and os.environ.get("LD_PRELOAD"):
     preload = ctypes.CDLL(os.environ["LD_PRELOAD"].split(":")[0])
     for fn in ("MPI_File_iwrite", "MPI_File_iwrite_c", "MPI_Wait"):
-        a = address(ctypes.CDLL(None), fn)
-        print(f"{fn} binds to {'collmux' if a and a == address(preload, fn) else 'absent' if a is None else 'the MPI'}", flush=True)
+        at = address(ctypes.CDLL(None), fn)
+        print(f"{fn} binds to {'collmux' if at and at == address(preload, fn) else 'absent' if at is None else 'the MPI'}", flush=True)
 
 a = cp.full(13, 42, dtype=cp.int32)
 cp.cuda.get_current_stream().synchronize()
